@@ -1,0 +1,116 @@
+"""``%%task`` and friends: parse the line, hand the cell to :mod:`taskcell.runner`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import (
+    Magics,
+    cell_magic,
+    line_magic,
+    magics_class,
+    no_var_expand,
+    output_can_be_silenced,
+)
+from IPython.display import display, publish_display_data
+
+from taskcell import config
+from taskcell.cluster import connect
+from taskcell.errors import SpecError
+from taskcell.runner.background import run_cell_task
+from taskcell.runner.cell_task import CellSource, Display, print_stream
+from taskcell.runner.history import TaskHistory
+from taskcell.runner.task_line import PARSER, build_request, parse_task_line
+from taskcell.spec import Environment
+
+
+class _StatusLine:
+    """One line under the cell that says what the task is doing, updated in place."""
+
+    def __init__(self) -> None:
+        self._handle: Any = None
+        self._text = ""
+
+    def __call__(self, text: str) -> None:
+        if text == self._text:
+            return
+        self._text = text
+        bundle = {"text/plain": f"taskcell: {text}"}
+        if self._handle is None:
+            self._handle = display(bundle, raw=True, display_id=True)
+        else:
+            self._handle.update(bundle, raw=True)
+
+
+@magics_class
+class TaskMagics(Magics):
+    """The magics ``%load_ext taskcell`` registers."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.history = TaskHistory()
+        self.environments: dict[str, Environment] = {}
+
+    @no_var_expand
+    @output_can_be_silenced
+    @cell_magic
+    def task(self, line: str, cell: str) -> Any:
+        ns = self.shell.user_ns
+        try:
+            parsed = parse_task_line(line)
+            request = build_request(parsed, config.presets(), self.environments, ns)
+        except SpecError as e:
+            raise UsageError(str(e)) from None
+        count = self.shell.execution_count
+        source = CellSource(
+            body=self.shell.transform_cell(cell),
+            shown=f"%%task {line}\n{cell}",
+            filename=f"<cell In[{count}]>",
+        )
+        out = Display(stream=print_stream, display=publish_display_data, status=_StatusLine())
+        return run_cell_task(
+            connect.current_client(),
+            source,
+            ns,
+            request,
+            name=parsed.name or f"cell-{count}",
+            history=self.history,
+            out=None if parsed.background else out,
+            retries=parsed.retries,
+        )
+
+    task.__doc__ = PARSER.format_help()
+
+    @line_magic
+    def task_env(self, line: str) -> Environment | None:
+        """Define a named environment: ``%task_env training --gpu A100:1 --memory 32Gi``.
+
+        ``%%task --env training`` then starts from these fields; the cell's own options replace
+        them field by field. ``%task_env`` alone lists the environments.
+        """
+        name, _, rest = line.strip().partition(" ")
+        if not name:
+            for env in self.environments.values():
+                print(f"{env.name}: {env.resources!r}")
+            return None
+        try:
+            parsed = parse_task_line(rest)
+            request = build_request(parsed, config.presets(), self.environments, {})
+        except SpecError as e:
+            raise UsageError(str(e)) from None
+        self.environments[name] = Environment(name, request)
+        return self.environments[name]
+
+    @line_magic
+    def task_cluster(self, line: str) -> str:
+        """Show the cluster ``%%task`` uses, or point it at one: ``%task_cluster tcp://host:8786``."""
+        address = line.strip()
+        client = connect.use_address(address) if address else connect.current_client()
+        workers = connect.live_workers(client, refresh=True)
+        return f"{client.scheduler.address} ({len(workers)} workers)"
+
+    @line_magic
+    def tasks(self, line: str) -> Any:
+        """This kernel's tasks as a DataFrame: cell, request, worker, state, wall time, use."""
+        return self.history.frame()

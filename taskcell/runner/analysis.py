@@ -1,0 +1,787 @@
+"""What one cell reads, binds and deletes: the analysis ``%%task`` and the exporter share.
+
+Modelled on marimo's ``_ast`` visitor: one :class:`ast.NodeVisitor` walks the cell with Python's
+own scoping rules and collects definitions and references, and one pure function,
+:func:`analyze_cell`, turns them into a frozen :class:`CellAnalysis`. Pure Python on the standard
+library; nothing here imports IPython or Dask.
+
+The analysis is conservative in the direction that is safe for shipping a cell to a worker: when
+a name *may* be read before the cell binds it, it is an input. The rules, one line each:
+
+- A read counts against the names bound on *every* path so far: a name bound in one branch of an
+  ``if``, in a loop body, an ``except`` handler, a ``match`` case that need not match, or behind
+  ``and``/``or``/``if-else``/a comprehension (walrus) is still unbound after it. A ``raise``,
+  ``break``, ``continue`` or ``return`` ends its path, so ``else: raise`` keeps the other branch.
+- ``x += 1``, ``del x`` and ``y = y + 1`` read before they bind (or unbind).
+- The body of a ``def`` or ``lambda`` is analysed when the module-level statement that defines it
+  has finished (so a recursive function, or a method naming its own class, is not its own input):
+  its free globals are reads at that point, checked against what is bound *then*. A helper
+  defined further down the cell is therefore an input too; the caller ships it if it exists.
+- Class bodies and comprehensions run at once and are analysed in place; comprehension targets
+  and function parameters and locals are never globals; class attributes are not seen by
+  methods or comprehensions in the class, as in Python.
+- ``global x`` in a function makes its reads of ``x`` global reads and its binds (and ``del``)
+  outputs (and deletions), although the function may never be called.
+- Builtins (``print``, ``len``, IPython's ``display``, ...) are never inputs: a notebook name
+  that shadows a builtin is not shipped unless the cell reads it as something it bound.
+- Attribute and subscript targets (``a.b = 1``, ``a[0] = 1``, ``del a[0]``) read ``a`` and bind
+  nothing; an annotation without a value (``x: int``) binds nothing but its annotation is read.
+- ``import a.b`` binds ``a``, ``import a.b as c`` binds ``c``; ``from m import *`` binds nothing
+  and is listed in ``star_imports``. ``match`` captures, ``with ... as``, ``for`` targets and
+  walrus targets bind; ``except E as e`` binds ``e`` and then deletes it, as Python does.
+- ``with`` bodies are analysed as straight-line code (a context manager that swallows the
+  exception is not modelled), and the code run by ``exec``/``eval``/``globals()`` is not seen.
+
+:func:`function_globals` complements this at run time: for a notebook-defined function it reads
+the byte code to find the globals the function, and the notebook functions and classes it uses,
+need.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dis
+import io
+import tokenize
+import types
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["CellAnalysis", "analyze_cell", "function_globals"]
+
+# Names every cell can read without the notebook's namespace. IPython adds the last three to
+# builtins while it runs a cell; they are listed so the result is the same in and out of IPython.
+# Single-underscore names are left out: ``_`` is IPython's last output (or gettext's), a global.
+_BUILTINS: frozenset[str] = frozenset(
+    name
+    for name in dir(builtins)
+    if not name.startswith("_") or (name.startswith("__") and name.endswith("__"))
+) | {"__builtins__", "display", "get_ipython", "__IPYTHON__"}
+
+
+@dataclass(frozen=True)
+class CellAnalysis:
+    """What one cell reads from and writes to the notebook's global namespace.
+
+    Every tuple is ordered by first occurrence in the cell and holds no duplicates.
+
+    Attributes
+    ----------
+    inputs
+        Global names the cell may read before it binds them, in order of first read. Builtins
+        are never inputs.
+    outputs
+        Global names the cell binds: at top level (assignment, augmented and annotated
+        assignment with a value, ``for``/``with``/``except`` targets, walrus, ``import``
+        aliases, ``def``, ``class``, ``match`` captures) and through ``global`` in its functions,
+        in order of first binding.
+    deleted
+        Global names the cell may leave unbound: ``del`` (or an ``except ... as`` name) with no
+        binding on every path after it. A name can be in ``outputs`` too (``x = 1; if c: del x``):
+        write back the outputs the finished cell has, and remove the deleted names it lacks.
+    imports
+        Top-level module names the cell imports anywhere (``numpy`` for
+        ``import numpy.linalg as la``); relative imports and ``__future__`` are left out.
+    star_imports
+        Modules the cell star-imports (``from m import *``), as written (``.m`` for a relative
+        one). They bind names the analysis cannot see.
+    functions
+        Names of functions defined at the cell's top level, by ``def`` or by assigning a
+        ``lambda``, in order of definition.
+    classes
+        Names of classes defined at the cell's top level.
+    has_last_expr
+        The cell ends with a bare expression statement, whose value is the cell's ``Out[]``.
+    last_expr_silenced
+        That last expression is followed by ``;`` (comments after it aside), so IPython shows
+        no ``Out[]``.
+    """
+
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()
+    star_imports: tuple[str, ...] = ()
+    functions: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()
+    has_last_expr: bool = False
+    last_expr_silenced: bool = False
+
+
+ScopeKind = Literal["module", "class", "function", "comprehension"]
+"""Where a name is looked up.
+
+- ``"module"``: the cell's top level, that is the notebook's global namespace.
+- ``"class"``: a class body; its names become attributes, invisible to the functions and
+  comprehensions nested in it.
+- ``"function"``: a ``def`` or ``lambda`` body; a name it binds anywhere is local throughout.
+- ``"comprehension"``: a list, set or dict comprehension or generator expression; its ``for``
+  targets are local to it, and a walrus in it binds in the nearest enclosing other scope.
+"""
+
+State = set[str] | None
+"""Names bound on every path reaching a point of a module or class body; None if no path does."""
+
+
+@dataclass
+class _Scope:
+    kind: ScopeKind
+    parent: _Scope | None = None
+    # Function and comprehension scopes: every name bound in them (Python decides this statically).
+    local: frozenset[str] = frozenset()
+    declared_global: set[str] = field(default_factory=set)
+    # Module and class scopes: flow-sensitive; function scopes carry one that nothing reads.
+    state: State = field(default_factory=set)
+
+
+@dataclass
+class _Loop:
+    breaks: list[State] = field(default_factory=list)
+    continues: list[State] = field(default_factory=list)
+
+
+def _meet(states: Iterable[State]) -> State:
+    """Names bound on every live path; None when no path is live."""
+    live = [s for s in states if s is not None]
+    if not live:
+        return None
+    result = set(live[0])
+    for s in live[1:]:
+        result &= s
+    return result
+
+
+def _copy(state: State) -> State:
+    return None if state is None else set(state)
+
+
+def _is_true_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and bool(node.value)
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _def_time_nodes(node: ast.AST, annotations: bool = True) -> list[ast.AST]:
+    """The parts of a def, lambda or class evaluated in the enclosing scope, in order."""
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *node.keywords]
+    args: ast.arguments = node.args  # type: ignore[attr-defined]
+    parts: list[ast.AST] = [*getattr(node, "decorator_list", ())]
+    parts += [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+    if annotations and isinstance(node, _FUNCTIONS):
+        params = [*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg]
+        parts += [p.annotation for p in params if p is not None and p.annotation is not None]
+        if node.returns is not None:
+            parts.append(node.returns)
+    return parts
+
+
+def _function_locals(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> _Scope:
+    """A function scope with the names Python makes local to it and those declared global."""
+    args = node.args
+    params = [*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg]
+    bound = {p.arg for p in params if p is not None}
+    declared_global: set[str] = set()
+    declared_nonlocal: set[str] = set()
+
+    def walk(child: ast.AST, in_comprehension: bool) -> None:
+        if isinstance(child, ast.Name):
+            if not in_comprehension and not isinstance(child.ctx, ast.Load):
+                bound.add(child.id)
+            return
+        if isinstance(child, ast.NamedExpr):
+            bound.add(child.target.id)  # type: ignore[union-attr]
+            walk(child.value, in_comprehension)
+            return
+        children: Iterable[ast.AST] = ast.iter_child_nodes(child)
+        if isinstance(child, (*_FUNCTIONS, ast.ClassDef)):
+            bound.add(child.name)
+            children = _def_time_nodes(child)
+        elif isinstance(child, ast.Lambda):
+            children = _def_time_nodes(child)
+        elif isinstance(child, _COMPREHENSIONS):
+            in_comprehension = True
+        elif isinstance(child, ast.Global):
+            declared_global.update(child.names)
+        elif isinstance(child, ast.Nonlocal):
+            declared_nonlocal.update(child.names)
+        elif isinstance(child, ast.alias) and child.name != "*":
+            bound.add(child.asname or child.name.partition(".")[0])
+        elif isinstance(child, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and child.name:
+            bound.add(child.name)
+        elif isinstance(child, ast.MatchMapping) and child.rest:
+            bound.add(child.rest)
+        for grandchild in children:
+            walk(grandchild, in_comprehension)
+
+    body = node.body if isinstance(node.body, list) else [node.body]
+    for stmt in body:
+        walk(stmt, False)
+    local = frozenset(bound - declared_global - declared_nonlocal)
+    return _Scope("function", local=local, declared_global=declared_global)
+
+
+class _CellVisitor(ast.NodeVisitor):
+    """Collects a cell's global reads, binds and deletions, with Python's scoping and flow."""
+
+    def __init__(self) -> None:
+        self.module = _Scope("module")
+        self.scope = self.module
+        self.reads: dict[str, None] = {}
+        self.binds: dict[str, None] = {}
+        self.dels: dict[str, None] = {}
+        self.imports: dict[str, None] = {}
+        self.star_imports: dict[str, None] = {}
+        self.functions: dict[str, None] = {}
+        self.classes: dict[str, None] = {}
+        self.lazy_annotations = False  # `from __future__ import annotations`
+        self._deferred: list[tuple[_Scope, list[ast.AST]]] = []
+        self._loops: list[_Loop] = []
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def _flow(self) -> _Scope:
+        """The nearest scope that is not a comprehension: where a walrus binds."""
+        scope = self.scope
+        while scope.kind == "comprehension":
+            scope = scope.parent  # type: ignore[assignment]
+        return scope
+
+    def _global_read(self, name: str) -> None:
+        if name not in (self.module.state or ()) and name not in _BUILTINS:
+            self.reads.setdefault(name)
+
+    def _read(self, name: str) -> None:
+        scope = self.scope
+        if name in scope.declared_global:
+            self._global_read(name)
+            return
+        if scope.kind == "module":
+            self._global_read(name)
+            return
+        if scope.kind == "class" and name in (scope.state or ()):
+            return
+        if scope.kind in ("function", "comprehension") and name in scope.local:
+            return
+        # A free name: enclosing function scopes, never enclosing class bodies, then globals.
+        enclosing = scope.parent
+        while enclosing is not None and enclosing.kind != "module":
+            if enclosing.kind != "class":
+                if name in enclosing.declared_global:
+                    break
+                if name in enclosing.local:
+                    return
+            enclosing = enclosing.parent
+        self._global_read(name)
+
+    def _target(self, walrus: bool) -> _Scope:
+        return self._flow() if walrus else self.scope
+
+    def _bind(self, name: str, walrus: bool = False) -> None:
+        scope = self._target(walrus)
+        if scope.kind == "module" or name in scope.declared_global:
+            self.binds.setdefault(name)
+            if self.module.state is not None:
+                self.module.state.add(name)
+        elif scope.kind == "class" and scope.state is not None:
+            scope.state.add(name)
+
+    def _unbind(self, name: str) -> None:
+        scope = self.scope
+        if scope.kind == "module" or name in scope.declared_global:
+            self.dels.setdefault(name)
+            if self.module.state is not None:
+                self.module.state.discard(name)
+        elif scope.kind == "class" and scope.state is not None:
+            scope.state.discard(name)
+
+    # -- flow ----------------------------------------------------------------------------------
+
+    def _visit_body(self, body: Sequence[ast.AST]) -> None:
+        for stmt in body:
+            self.visit(stmt)
+            if self.scope is self.module:
+                self._flush()
+
+    def _flush(self) -> None:
+        """Analyse the bodies of the functions the statement just finished has defined."""
+        while self._deferred:
+            scope, body = self._deferred.pop(0)
+            outer, outer_loops = self.scope, self._loops
+            self.scope, self._loops = scope, []
+            self._visit_all(body)
+            self.scope, self._loops = outer, outer_loops
+
+    def _branches(self, *branches: Callable[[], None]) -> None:
+        """Run each branch from the current state; afterwards only what all of them bound."""
+        flow = self._flow()
+        start = flow.state
+        ends: list[State] = []
+        for branch in branches:
+            flow.state = _copy(start)
+            branch()
+            ends.append(flow.state)
+        flow.state = _meet(ends)
+
+    def _end_path(self) -> None:
+        self._flow().state = None
+
+    def _loop(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
+        flow = self._flow()
+        start = _copy(flow.state)
+        loop = _Loop()
+        self._loops.append(loop)
+        if not isinstance(node, ast.While):
+            self.visit(node.target)
+        self._visit_body(node.body)
+        self._loops.pop()
+        if isinstance(node, ast.While) and _is_true_constant(node.test):
+            flow.state = _meet(loop.breaks)
+            return
+        flow.state = _meet([start, flow.state, *loop.continues])
+        self._visit_body(node.orelse)
+        flow.state = _meet([flow.state, *loop.breaks])
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self.visit(target)
+            if isinstance(node.value, ast.Lambda):
+                self._lambda_name(target)
+
+    def _lambda_name(self, target: ast.AST) -> None:
+        if self.scope is self.module and isinstance(target, ast.Name):
+            self.functions.setdefault(target.id)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.target, ast.Name):
+            self._read(node.target.id)
+            self.visit(node.value)
+            self._bind(node.target.id)
+        else:
+            self.visit(node.target)
+            self.visit(node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        if self.scope.kind != "function" and not self.lazy_annotations:
+            self.visit(node.annotation)
+        if not isinstance(node.target, ast.Name):
+            self.visit(node.target)
+        elif node.value is not None:
+            self.visit(node.target)
+            if isinstance(node.value, ast.Lambda):
+                self._lambda_name(node.target)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self.visit(target)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self._loop(node)
+
+    visit_AsyncFor = visit_For
+
+    def visit_While(self, node: ast.While) -> None:
+        self.visit(node.test)
+        self._loop(node)
+
+    def visit_Break(self, node: ast.Break) -> None:
+        self._loops[-1].breaks.append(_copy(self._flow().state))
+        self._end_path()
+
+    def visit_Continue(self, node: ast.Continue) -> None:
+        self._loops[-1].continues.append(_copy(self._flow().state))
+        self._end_path()
+
+    def visit_Return(self, node: ast.Return) -> None:
+        self.generic_visit(node)
+        self._end_path()
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        self.generic_visit(node)
+        self._end_path()
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        self._branches(lambda: self._visit_body(node.body), lambda: self._visit_body(node.orelse))
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self.visit(item.optional_vars)
+        self._visit_body(node.body)
+
+    visit_AsyncWith = visit_With
+
+    def visit_Try(self, node: ast.Try) -> None:
+        flow = self._flow()
+        start = _copy(flow.state)
+        self._visit_body(node.body)
+        body_end = flow.state
+        flow.state = _copy(body_end)
+        self._visit_body(node.orelse)
+        ends = [flow.state]
+        # A handler may start anywhere in the body: count only what was bound before it.
+        handler_start = _meet([start, body_end])
+        for handler in node.handlers:
+            flow.state = _copy(handler_start)
+            if handler.type is not None:
+                self.visit(handler.type)
+            if handler.name:
+                self._bind(handler.name)
+            self._visit_body(handler.body)
+            if handler.name:
+                self._unbind(handler.name)  # Python deletes the name when the handler ends
+            ends.append(flow.state)
+        after = _meet(ends)
+        if node.finalbody:
+            final_start = _meet([start, body_end, after])
+            flow.state = _copy(final_start)
+            self._visit_body(node.finalbody)
+            final_end = flow.state
+            if final_end is None or after is None or final_start is None:
+                after = None if final_end is None else after
+            else:
+                after = (after | (final_end - final_start)) - (final_start - final_end)
+        flow.state = after
+
+    visit_TryStar = visit_Try
+
+    def visit_Match(self, node: ast.Match) -> None:
+        self.visit(node.subject)
+        branches: list[Callable[[], None]] = [self._case(case) for case in node.cases]
+        if not any(self._irrefutable(case) for case in node.cases):
+            branches.append(lambda: None)  # no case matched
+        self._branches(*branches)
+
+    def _case(self, case: ast.match_case) -> Callable[[], None]:
+        def run() -> None:
+            self.visit(case.pattern)
+            if case.guard is not None:
+                self.visit(case.guard)
+            self._visit_body(case.body)
+
+        return run
+
+    @staticmethod
+    def _irrefutable(case: ast.match_case) -> bool:
+        pattern = case.pattern
+        return case.guard is None and isinstance(pattern, ast.MatchAs) and pattern.pattern is None
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.pattern is not None:
+            self.visit(node.pattern)
+        if node.name:
+            self._bind(node.name)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        if node.name:
+            self._bind(node.name)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        for key in node.keys:
+            self.visit(key)
+        for pattern in node.patterns:
+            self.visit(pattern)
+        if node.rest:
+            self._bind(node.rest)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        if self.scope is not self.module:
+            self.scope.declared_global.update(node.names)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            top = alias.name.partition(".")[0]
+            self.imports.setdefault(top)
+            self._bind(alias.asname or top)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if module == "__future__":
+            if any(alias.name == "annotations" for alias in node.names):
+                self.lazy_annotations = True
+            return
+        if node.level == 0:
+            self.imports.setdefault(module.partition(".")[0])
+        for alias in node.names:
+            if alias.name == "*":
+                self.star_imports.setdefault("." * node.level + module)
+            else:
+                self._bind(alias.asname or alias.name)
+
+    # -- scopes --------------------------------------------------------------------------------
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self._def_time(node)
+        self._bind(node.name)
+        if self.scope is self.module:
+            self.functions.setdefault(node.name)
+        self._defer(node, node.body)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._def_time(node)
+        self._defer(node, [node.body])
+
+    def _def_time(self, node: ast.AST) -> None:
+        for part in _def_time_nodes(node, annotations=not self.lazy_annotations):
+            self.visit(part)
+
+    def _defer(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, body: list) -> None:
+        scope = _function_locals(node)
+        scope.parent = self.scope
+        self._deferred.append((scope, body))
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._def_time(node)
+        outer = self.scope
+        self.scope = _Scope("class", parent=outer)
+        self._visit_body(node.body)
+        self.scope = outer
+        self._bind(node.name)
+        if self.scope is self.module:
+            self.classes.setdefault(node.name)
+
+    def _comprehension(self, node: ast.AST, results: Sequence[ast.expr]) -> None:
+        generators: list[ast.comprehension] = node.generators  # type: ignore[attr-defined]
+        self.visit(generators[0].iter)  # evaluated in the enclosing scope
+        targets = {n.id for g in generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        flow = self._flow()
+        start = _copy(flow.state)
+        outer = self.scope
+        self.scope = _Scope("comprehension", parent=outer, local=frozenset(targets))
+        for i, generator in enumerate(generators):
+            if i:
+                self.visit(generator.iter)
+            self.visit(generator.target)
+            for condition in generator.ifs:
+                self.visit(condition)
+        for result in results:
+            self.visit(result)
+        self.scope = outer
+        flow.state = start  # it may run zero times: a walrus in it binds on no certain path
+
+    def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> None:
+        self._comprehension(node, [node.elt])
+
+    visit_SetComp = visit_GeneratorExp = visit_ListComp
+
+    def visit_DictComp(self, node: ast.DictComp) -> None:
+        self._comprehension(node, [node.key, node.value])
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self._read(node.id)
+        elif isinstance(node.ctx, ast.Store):
+            self._bind(node.id)
+        else:
+            self._read(node.id)
+            self._unbind(node.id)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self._bind(node.target.id, walrus=True)  # type: ignore[union-attr]
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        self.visit(node.values[0])
+        self._branches(lambda: self._visit_all(node.values[1:]), lambda: None)
+
+    def _visit_all(self, nodes: Iterable[ast.AST]) -> None:
+        for node in nodes:
+            self.visit(node)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self.visit(node.test)
+        self._branches(lambda: self.visit(node.body), lambda: self.visit(node.orelse))
+
+
+def _ends_with_semicolon(source: str) -> bool:
+    """IPython's rule: the cell's last token, comments and newlines aside, is ``;``."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    skip = {tokenize.ENDMARKER, tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.DEDENT}
+    for token in reversed(tokens):
+        if token.type not in skip:
+            return token.type == tokenize.OP and token.string == ";"
+    return False
+
+
+def analyze_cell(source: str) -> CellAnalysis:
+    """Analyse one cell's Python source: what it reads, binds, deletes and imports.
+
+    Parameters
+    ----------
+    source
+        The cell as plain Python (IPython syntax such as ``%magic`` or ``!cmd`` already
+        transformed, e.g. by ``shell.transform_cell``). Top-level ``await`` is allowed, as in
+        IPython.
+
+    Returns
+    -------
+    CellAnalysis
+        The cell's record; see the module docstring for the rules on edge cases.
+
+    Raises
+    ------
+    SyntaxError
+        The source does not compile (including ``return`` outside a function), unchanged.
+
+    Examples
+    --------
+    >>> a = analyze_cell("total += x\\nmean = total / n;")
+    >>> a.inputs, a.outputs, a.has_last_expr
+    (('total', 'x', 'n'), ('total', 'mean'), False)
+    """
+    try:
+        tree = ast.parse(source)
+    except ValueError as e:  # null bytes, before Python 3.12
+        raise SyntaxError(str(e)) from None
+    compile(tree, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    visitor = _CellVisitor()
+    visitor._visit_body(tree.body)
+    final = visitor.module.state or set()
+    has_last_expr = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
+    return CellAnalysis(
+        inputs=tuple(visitor.reads),
+        outputs=tuple(visitor.binds),
+        deleted=tuple(name for name in visitor.dels if name not in final),
+        imports=tuple(visitor.imports),
+        star_imports=tuple(visitor.star_imports),
+        functions=tuple(visitor.functions),
+        classes=tuple(visitor.classes),
+        has_last_expr=has_last_expr,
+        last_expr_silenced=has_last_expr and _ends_with_semicolon(source),
+    )
+
+
+# -- run time: the globals notebook functions need ---------------------------------------------
+
+# Opcodes that read a global (LOAD_NAME in class bodies; LOAD_FROM_DICT_OR_GLOBALS from 3.12).
+# `del x` under `global x` needs x to exist, so it counts as a read.
+_GLOBAL_READS = frozenset(
+    {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS", "DELETE_GLOBAL", "DELETE_NAME"}
+)
+
+
+def _global_reads(code: types.CodeType) -> set[str]:
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        for instruction in dis.get_instructions(current):
+            if instruction.opname in _GLOBAL_READS:
+                names.add(instruction.argval)
+        stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+    return names
+
+
+def _is_notebook_defined(obj: object, namespace: Mapping[str, Any]) -> bool:
+    obj = getattr(obj, "__wrapped__", obj)
+    if isinstance(obj, types.FunctionType):
+        return obj.__module__ == "__main__" or obj.__globals__ is namespace
+    if isinstance(obj, type):
+        return obj.__module__ == "__main__" or any(
+            getattr(f, "__globals__", None) is namespace for f in _class_functions(obj)
+        )
+    return False
+
+
+def _class_functions(cls: type) -> Iterable[object]:
+    for value in vars(cls).values():
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            yield from (f for f in (value.fget, value.fset, value.fdel) if f is not None)
+        else:
+            yield value
+
+
+def _referents(obj: object) -> tuple[list[types.CodeType], list[object]]:
+    """The code objects of a function or class, and the objects to look through next."""
+    codes: list[types.CodeType] = []
+    more: list[object] = []
+    wrapped = getattr(obj, "__wrapped__", None)
+    if wrapped is not None:
+        more.append(wrapped)
+    if isinstance(obj, types.FunctionType):
+        codes.append(obj.__code__)
+        for cell in obj.__closure__ or ():
+            try:
+                more.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue
+    elif isinstance(obj, type):
+        for value in _class_functions(obj):
+            if isinstance(value, (types.FunctionType, type)):
+                more.append(value)
+        more.extend(obj.__mro__[1:-1])
+    return codes, more
+
+
+def function_globals(func: types.FunctionType, namespace: Mapping[str, Any]) -> frozenset[str]:
+    """The names in ``namespace`` that a notebook-defined function needs to run.
+
+    The function's byte code (nested functions, lambdas, comprehensions and classes included)
+    gives the globals it reads; every one of those that is itself a notebook-defined function
+    or class (its ``__module__`` is ``"__main__"`` or its globals are ``namespace``) is followed
+    in turn, as are ``__wrapped__`` targets, closure contents, methods and notebook base classes.
+    Each object is visited once, so recursion ends.
+
+    Only real global reads count (``LOAD_GLOBAL`` and kin), not every name in ``co_names``:
+    ``df.shape`` does not ship a global called ``shape``. Names reached through ``globals()``,
+    ``eval`` or ``exec`` are not seen.
+
+    Parameters
+    ----------
+    func
+        The function the cell calls (a class or decorated function works too).
+    namespace
+        The notebook's global namespace.
+
+    Returns
+    -------
+    frozenset[str]
+        Keys of ``namespace`` read by ``func`` or by the notebook code it reaches.
+
+    Examples
+    --------
+    >>> ns = {}
+    >>> exec("scale = 2\\ndef double(x):\\n    return x * scale", ns)
+    >>> sorted(function_globals(ns["double"], ns))
+    ['scale']
+    """
+    found: set[str] = set()
+    seen: set[int] = set()
+    stack: list[object] = [func]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        codes, more = _referents(obj)
+        stack.extend(o for o in more if _is_notebook_defined(o, namespace))
+        for code in codes:
+            for name in _global_reads(code):
+                if name not in namespace:
+                    continue
+                found.add(name)
+                value = namespace[name]
+                if _is_notebook_defined(value, namespace):
+                    stack.append(value)
+    return frozenset(found)

@@ -1,0 +1,263 @@
+"""One notebook cell as one Dask task, seen from the kernel.
+
+:func:`run_cell_task` ships the names a cell reads, submits it with its resources, shows what
+the worker prints while it runs and what it waits for while it is queued, and writes the names it
+binds back into the namespace only if it succeeds. Results over a threshold stay on the worker as
+:class:`~taskcell.runner.remote_value.RemoteValue` handles.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import time
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dask.sizeof import sizeof
+
+from taskcell import config
+from taskcell.cluster.connect import live_workers
+from taskcell.cluster.submit import plan, unique_key
+from taskcell.errors import CellInterrupted, ClusterError
+from taskcell.runner.analysis import analyze_cell, function_globals
+from taskcell.runner.history import TaskRecord
+from taskcell.runner.job import CellJob
+from taskcell.runner.remote import CellResult, interrupt_cell, run_cell
+from taskcell.runner.remote_value import RemoteValue
+from taskcell.spec import Resources, parse_quantity
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+#: Inputs larger than this are scattered to the cluster instead of riding inside the task.
+SCATTER_THRESHOLD = 1 << 20
+
+
+@dataclass
+class CellSource:
+    """A cell as the kernel holds it: the body to run and the cell as the user sees it."""
+
+    body: str
+    shown: str
+    filename: str
+    line_offset: int = 1
+
+
+@dataclass
+class Display:
+    """Where a running cell's output goes; the magic wires these to IPython."""
+
+    stream: Callable[[str, str], None]
+    display: Callable[[dict, dict], None]
+    status: Callable[[str], None]
+
+
+@dataclass
+class Submission:
+    """A cell submitted to the cluster and the events it has sent so far."""
+
+    future: Future
+    job: CellJob
+    record: TaskRecord
+    resources: dict[str, float]
+    capable: int
+    deleted: tuple[str, ...]
+    events: queue.Queue = field(default_factory=queue.Queue)
+    attempts: list[str] = field(default_factory=list)
+    sizes: dict[str, int] | None = None
+
+
+def submit_cell(
+    client: Client,
+    cell: CellSource,
+    namespace: MutableMapping[str, Any],
+    request: Resources,
+    name: str,
+) -> Submission:
+    """Check ``request`` can run, ship the cell's inputs and submit it; nothing runs on error."""
+    analysis = analyze_cell(cell.body)
+    placement = plan(request, client)
+    key = unique_key(name)
+    inline, remote = _inputs(client, analysis.inputs, namespace)
+    job = CellJob(
+        key=key,
+        source=cell.body,
+        display_source=cell.shown,
+        filename=cell.filename,
+        line_offset=cell.line_offset,
+        outputs=analysis.outputs,
+        topic=f"taskcell-{key}",
+        gpus=_gpu_count(request),
+        inputs=inline,
+    )
+    record = TaskRecord(key=key, cell=name, request=request)
+    events: queue.Queue = queue.Queue()
+    client.subscribe_topic(job.topic, lambda event: events.put(event[1]))
+    future = client.submit(
+        run_cell, job, remote, key=key, resources=placement.resources or None, pure=False
+    )
+    return Submission(
+        future,
+        job,
+        record,
+        placement.resources,
+        len(placement.workers),
+        analysis.deleted,
+        events,
+    )
+
+
+def _gpu_count(request: Resources) -> int:
+    gpu = request.gpu
+    return int(getattr(gpu, "quantity", 0) or 0) if gpu is not None else 0
+
+
+def _inputs(
+    client: Client, names: tuple[str, ...], namespace: MutableMapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The cell's inputs: small ones to send inline, large or remote ones as futures."""
+    wanted = [n for n in names if n in namespace]
+    for n in list(wanted):
+        if callable(namespace[n]) and hasattr(namespace[n], "__code__"):
+            wanted += sorted(function_globals(namespace[n], namespace) - set(wanted))
+    inline: dict[str, Any] = {}
+    remote: dict[str, Any] = {}
+    for n in wanted:
+        value = namespace[n]
+        if isinstance(value, RemoteValue):
+            remote[n] = value.future
+        elif sizeof(value) > SCATTER_THRESHOLD:
+            remote[n] = client.scatter(value, hash=False)
+        else:
+            inline[n] = value
+    return inline, remote
+
+
+def wait_for_cell(client: Client, sub: Submission, out: Display, retries: int = 0) -> CellResult:
+    """Wait for the cell, showing its output and status; interrupts stop it on its worker."""
+    try:
+        _follow(client, sub, out, retries)
+    except KeyboardInterrupt:
+        sub.future.cancel()
+        client.run(interrupt_cell, sub.job.key)
+        sub.record.finish("interrupted")
+        out.status(f"interrupted {_where(sub)}; nothing was written back")
+        raise
+    finally:
+        client.unsubscribe_topic(sub.job.topic)
+    return _result(client, sub, out)
+
+
+def _follow(client: Client, sub: Submission, out: Display, retries: int) -> None:
+    waiting_since = time.monotonic()
+    last_status = 0.0
+    while not (sub.future.done() and sub.events.empty()):
+        try:
+            _handle(sub.events.get(timeout=0.1), sub, out)
+        except queue.Empty:
+            pass
+        now = time.monotonic()
+        if now - last_status >= 0.5:
+            last_status = now
+            out.status(_status(client, sub, now - waiting_since, retries))
+    if sub.future.status == "finished":
+        deadline = time.monotonic() + 2
+        while sub.sizes is None and time.monotonic() < deadline:
+            try:
+                _handle(sub.events.get(timeout=0.05), sub, out)
+            except queue.Empty:
+                pass
+
+
+def _handle(event: dict, sub: Submission, out: Display) -> None:
+    kind = event.get("kind")
+    if kind == "stream":
+        out.stream(event["name"], event["text"])
+    elif kind == "display":
+        out.display(event["data"], event.get("metadata") or {})
+    elif kind == "started":
+        sub.attempts.append(event["worker"])
+        sub.record.start(event["worker"])
+    elif kind == "finished":
+        sub.sizes = event["sizes"]
+
+
+def _status(client: Client, sub: Submission, waited: float, retries: int) -> str:
+    if not sub.attempts:
+        return _waiting_reason(sub, waited)
+    worker = sub.attempts[-1]
+    if worker not in {w.address for w in live_workers(client)}:
+        if len(sub.attempts) > retries:
+            sub.future.cancel()
+            sub.record.finish("lost")
+            raise ClusterError(
+                f"worker {worker} died while running this cell; nothing was written back. "
+                f"Use --retries N to run it again on another worker."
+            )
+        return f"worker {worker} died; retrying ({len(sub.attempts)} of {retries} retries)"
+    return f"running on {worker} for {sub.record.elapsed():.1f} s"
+
+
+def _waiting_reason(sub: Submission, waited: float) -> str:
+    resources = ", ".join(f"{k}={v:g}" for k, v in sub.resources.items()) or "a free thread"
+    workers = f"{sub.capable} capable worker{'s' if sub.capable != 1 else ''}"
+    return f"waiting {waited:.0f} s for {resources}: {workers}, all busy"
+
+
+def _where(sub: Submission) -> str:
+    return f"on {sub.attempts[-1]}" if sub.attempts else "before it started"
+
+
+def _result(client: Client, sub: Submission, out: Display) -> CellResult:
+    if sub.future.status == "cancelled":
+        raise CellInterrupted("the cell's task was cancelled")
+    try:
+        if sub.sizes is not None and sum(sub.sizes.values()) > _threshold():
+            result = _split_large(client, sub)
+        else:
+            result = sub.future.result()
+    except BaseException:
+        sub.record.finish("error")
+        out.status(f"failed {_where(sub)} after {sub.record.elapsed():.1f} s")
+        raise
+    sub.record.finish("finished", result.usage)
+    out.status(f"ran on {result.worker} in {result.usage.wall:.2f} s")
+    return result
+
+
+def _threshold() -> int:
+    return parse_quantity(config.get("result-threshold"), "taskcell.result-threshold")
+
+
+def _split_large(client: Client, sub: Submission) -> CellResult:
+    """Fetch the small outputs; leave each large one on the worker behind a handle."""
+    large = {n for n, size in sub.sizes.items() if size > _threshold()}
+    small = client.submit(_without, sub.future, large, pure=False).result()
+    for n in large:
+        future = client.submit(_pick, sub.future, n, pure=False)
+        small.outputs[n] = RemoteValue(future, n, sub.sizes[n])
+    return small
+
+
+def _without(result: CellResult, names: set[str]) -> CellResult:
+    kept = {n: v for n, v in result.outputs.items() if n not in names}
+    return CellResult(kept, result.value, result.usage, result.worker)
+
+
+def _pick(result: CellResult, name: str) -> Any:
+    return result.outputs[name]
+
+
+def write_back(namespace: MutableMapping[str, Any], sub: Submission, result: CellResult) -> None:
+    """Bind the cell's outputs in ``namespace`` and drop the names it deleted."""
+    namespace.update(result.outputs)
+    for n in sub.deleted:
+        if n not in result.outputs:
+            namespace.pop(n, None)
+
+
+def print_stream(name: str, text: str) -> None:
+    """Write a worker's stdout/stderr text to this process's own stream."""
+    (sys.stderr if name == "stderr" else sys.stdout).write(text)

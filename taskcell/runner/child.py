@@ -1,0 +1,165 @@
+"""The process a worker runs notebook cells in (``python -m taskcell.runner.child FD``).
+
+A cell runs in the main thread of a process of its own, so an interrupt is a real SIGINT
+(``time.sleep(60)`` stops at once), its GPUs are chosen by ``CUDA_VISIBLE_DEVICES`` before
+anything imports CUDA, and its CPU time and peak memory are its own. The process stays warm
+between cells; each cell gets a fresh namespace.
+
+Messages both ways are cloudpickled tuples over one socket: the worker sends a
+:class:`~taskcell.runner.job.CellJob`; the child answers with any number of
+``("stream", name, text)`` and ``("display", bundle)`` messages, then one of
+``("done", outputs, value, usage)``, ``("error", traceback_text, type_name)`` or
+``("interrupted",)``.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import ctypes
+import io
+import linecache
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+import cloudpickle
+
+from taskcell.runner.job import CellJob, Usage
+
+_PR_SET_PDEATHSIG = 1
+
+
+class _Stream(io.TextIOBase):
+    """A text stream that forwards every write to the worker as it happens."""
+
+    def __init__(self, conn: Connection, name: str) -> None:
+        self._conn = conn
+        self.name = name
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if text:
+            _send(self._conn, ("stream", self.name, text))
+        return len(text)
+
+
+def _send(conn: Connection, message: tuple) -> None:
+    conn.send_bytes(cloudpickle.dumps(message))
+
+
+def _display_function(conn: Connection):
+    def display(*objs: Any, **kwargs: Any) -> None:
+        """Show objects in the notebook cell that runs this task, as IPython's display does."""
+        from IPython.core.formatters import DisplayFormatter
+
+        formatter = DisplayFormatter()
+        for obj in objs:
+            data, metadata = formatter.format(obj)
+            _send(conn, ("display", {"data": data, "metadata": metadata}))
+
+    return display
+
+
+def _compile(job: CellJob) -> tuple[Any, Any]:
+    """The cell's statements and, when it ends in an expression, that expression apart."""
+    linecache.cache[job.filename] = (
+        len(job.display_source),
+        None,
+        job.display_source.splitlines(keepends=True),
+        job.filename,
+    )
+    tree = ast.parse(job.source, job.filename)
+    ast.increment_lineno(tree, job.line_offset)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    body = compile(tree, job.filename, "exec")
+    return body, (compile(last, job.filename, "eval") if last is not None else None)
+
+
+def _peak_rss_reset() -> None:
+    with contextlib.suppress(OSError):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+
+
+def _peak_rss() -> int:
+    with contextlib.suppress(OSError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def run(job: CellJob, conn: Connection) -> tuple:
+    """Execute one cell; the reply tuple described in the module docstring."""
+    namespace: dict[str, Any] = {"__name__": "__main__", "display": _display_function(conn)}
+    namespace.update(job.inputs)
+    _peak_rss_reset()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Stream(conn, "stdout"), _Stream(conn, "stderr")
+    try:
+        body, last = _compile(job)
+        exec(body, namespace)
+        value = eval(last, namespace) if last is not None else None
+    except KeyboardInterrupt:
+        return ("interrupted",)
+    except BaseException as e:
+        return ("error", _user_traceback(e, job.filename), type(e).__name__)
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+    wall = time.perf_counter() - wall0
+    usage = Usage(wall=wall, cpu=time.process_time() - cpu0, peak_memory=_peak_rss())
+    outputs = {name: namespace[name] for name in job.outputs if name in namespace}
+    return ("done", outputs, value, usage)
+
+
+def _user_traceback(error: BaseException, filename: str) -> str:
+    """The traceback from the cell's first frame on: the user's code, not taskcell's."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb))
+
+
+def serve(conn: Connection) -> None:
+    """Run jobs until the worker closes the socket."""
+    while True:
+        try:
+            job = cloudpickle.loads(conn.recv_bytes())
+        except EOFError:
+            return
+        except KeyboardInterrupt:
+            continue  # an interrupt that arrived after its cell had finished
+        try:
+            reply = run(job, conn)
+        except KeyboardInterrupt:
+            reply = ("interrupted",)
+        try:
+            _send(conn, reply)
+        except Exception as e:  # an output that cannot be pickled
+            _send(conn, ("error", f"cannot send the cell's outputs back: {e!r}\n", "PicklingError"))
+
+
+def main() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    os.set_blocking(sock.fileno(), True)
+    serve(Connection(sock.detach()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The records that travel with a cell: what to run, and what running it cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one run actually used: seconds of wall and CPU time, and peak bytes of memory."""
+
+    wall: float
+    cpu: float
+    peak_memory: int
+
+    @property
+    def cores(self) -> float:
+        """Cores kept busy on average (CPU time over wall time)."""
+        return self.cpu / self.wall if self.wall > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """One cell to run on a worker.
+
+    ``source`` is the cell body after IPython's transforms; ``display_source`` is the cell as
+    the user sees it (magic line included), registered under ``filename`` so a traceback shows
+    the user's own lines; ``line_offset`` shifts the body's line numbers to match it.
+    """
+
+    key: str
+    source: str
+    display_source: str
+    filename: str
+    line_offset: int
+    outputs: tuple[str, ...]
+    topic: str
+    gpus: int = 0
+    inputs: dict[str, Any] = field(default_factory=dict)

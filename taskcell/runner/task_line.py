@@ -1,0 +1,177 @@
+"""The ``%%task`` line: its grammar, and the request it stands for.
+
+One parser serves the magic (whose ``%%task?`` help is this parser's help) and the exporter,
+which reads the same lines out of saved notebooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from taskcell.errors import SpecError
+from taskcell.spec import Environment, Resources
+
+#: The request fields a ``%%task`` line can set, in the order they are shown.
+FIELDS = ("cpu", "memory", "gpu", "disk", "shm")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so a bad line changes nothing."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SpecError(f"%%task: {message}\n{self.format_usage().strip()}")
+
+
+def _parser() -> _Parser:
+    p = _Parser(
+        prog="%%task",
+        description=(
+            "Run this cell as a task on a Dask cluster, on a worker that meets the request. "
+            "The names the cell reads are shipped to it; the names it binds come back when "
+            "it succeeds. Values may be expressions of the notebook's names, evaluated when "
+            'the cell runs (--cpu "min(8, len(files))").'
+        ),
+        add_help=False,
+    )
+    p.add_argument("preset", nargs="?", help="a preset, e.g. small_task, small_gpu_task")
+    p.add_argument("--preset", dest="preset_option", metavar="NAME", help="same as PRESET")
+    p.add_argument("--cpu", help='cores: 2, 0.5, "500m", or a request,limit pair "1,4"')
+    p.add_argument("--memory", help='bytes: 4Gi, 512Mi, 500M, 100e9, "64 GiB", or "1Gi,4Gi"')
+    p.add_argument("--gpu", help='a count (1), a type (A100:2, "A100 80G:1", L40s), A100/1g.5gb')
+    p.add_argument("--disk", help="scratch disk: 50Gi")
+    p.add_argument("--shm", help="shared memory (/dev/shm): 8Gi or auto")
+    p.add_argument(
+        "--resources",
+        metavar="K=V[,K=V]",
+        help="any other Dask abstract resource, as `dask worker --resources` takes it",
+    )
+    p.add_argument("--env", metavar="NAME", help="a named environment defined with %%task_env")
+    p.add_argument("--name", help="the task's name (default: the cell's first output)")
+    p.add_argument("--bg", action="store_true", help="return at once with a handle")
+    p.add_argument("--retries", type=int, default=0, metavar="N", help="reruns if a worker dies")
+    return p
+
+
+PARSER = _parser()
+
+
+@dataclass(frozen=True)
+class TaskLine:
+    """A parsed ``%%task`` line, values still as typed."""
+
+    preset: str | None = None
+    fields: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, float] = field(default_factory=dict)
+    env: str | None = None
+    name: str | None = None
+    background: bool = False
+    retries: int = 0
+
+
+def parse_task_line(line: str) -> TaskLine:
+    """Parse the text after ``%%task``; :class:`SpecError` names the bad option."""
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        raise SpecError(f"%%task: cannot split the line {line!r}: {e}") from None
+    ns = PARSER.parse_args(words)
+    if ns.preset and ns.preset_option and ns.preset != ns.preset_option:
+        raise SpecError(f"%%task: two presets given, {ns.preset!r} and {ns.preset_option!r}")
+    if ns.retries < 0:
+        raise SpecError(f"%%task: --retries must be 0 or more, got {ns.retries}")
+    return TaskLine(
+        preset=ns.preset or ns.preset_option,
+        fields={f: getattr(ns, f) for f in FIELDS if getattr(ns, f) is not None},
+        extra=parse_extra(ns.resources) if ns.resources else {},
+        env=ns.env,
+        name=ns.name,
+        background=ns.bg,
+        retries=ns.retries,
+    )
+
+
+def parse_extra(text: str) -> dict[str, float]:
+    """``"process=1,FPGA=2"`` -> ``{"process": 1.0, "FPGA": 2.0}``, as ``dask worker`` reads it."""
+    out = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, eq, amount = item.partition("=")
+        try:
+            out[name.strip()] = float(amount)
+        except ValueError:
+            eq = ""
+        if not eq or not name.strip():
+            raise SpecError(
+                f"--resources must be NAME=NUMBER pairs separated by commas, such as "
+                f'"process=1" or "GPU=2,MEMORY=100e9", got {text!r}'
+            )
+    return out
+
+
+def build_request(
+    line: TaskLine,
+    presets: Mapping[str, Resources],
+    environments: Mapping[str, Environment],
+    namespace: Mapping[str, Any],
+) -> Resources:
+    """The request a line stands for: environment, then preset, then the line's own fields.
+
+    Each layer replaces the one before it field by field. A field that is not a valid value
+    but is a Python expression is evaluated in ``namespace`` now, so it can depend on inputs.
+    """
+    request = Resources()
+    if line.env is not None:
+        if line.env not in environments:
+            known = ", ".join(sorted(environments)) or "none defined yet; use %task_env NAME ..."
+            raise SpecError(f"--env {line.env!r} is not a defined environment ({known})")
+        request = request.override(environments[line.env].resources or Resources())
+    if line.preset is not None:
+        request = request.override(_preset(line.preset, presets))
+    own = {f: _value(f, text, namespace) for f, text in line.fields.items()}
+    return request.override(Resources(**own, extra=dict(line.extra) or None))
+
+
+def _preset(name: str, presets: Mapping[str, Resources]) -> Resources:
+    if name not in presets:
+        import difflib
+
+        near = difflib.get_close_matches(name, presets, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise SpecError(
+            f"unknown preset {name!r}{hint} Known presets: {', '.join(sorted(presets))}"
+        )
+    return presets[name]
+
+
+def _value(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
+    """``text`` as a value of field ``name``, or the value of ``text`` as an expression."""
+    parts = [p.strip() for p in text.split(",")] if name in ("cpu", "memory", "disk") else []
+    candidate: Any = tuple(parts) if len(parts) == 2 else text
+    try:
+        Resources(**{name: candidate})
+        return candidate
+    except SpecError as invalid:
+        if not _is_expression(text):
+            raise
+        try:
+            value = eval(compile(text, f"--{name}", "eval"), {}, dict(namespace))
+        except Exception as e:
+            raise SpecError(
+                f"--{name} {text!r} is neither a valid value nor an expression that can be "
+                f"evaluated here ({type(e).__name__}: {e}). {invalid}"
+            ) from None
+        Resources(**{name: value})
+        return value
+
+
+def _is_expression(text: str) -> bool:
+    """Whether ``text`` is Python that reads a name (``len(files)``), not a mistyped value."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Name) for node in ast.walk(tree))

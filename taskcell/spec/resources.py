@@ -1,0 +1,348 @@
+"""`Resources`: one task's request, the one model every layer of taskcell shares.
+
+It takes every form the seeds show (Flyte's ``Resources``, Latch's presets, Dask's abstract
+resources) and keeps them parsed and canonical, so two requests written differently but asking
+for the same thing are equal, hash alike and print alike.
+
+Three spellings, each read back exactly:
+
+- ``repr``: ``Resources(cpu=2, memory='4Gi', gpu='A100:2')`` -- what a person types.
+- :meth:`Resources.to_dict` / :meth:`Resources.from_dict`: JSON-safe canonical strings, a
+  ``[request, limit]`` list for a range, numbers for ``extra``.
+- :meth:`Resources.to_options` / :meth:`Resources.from_options`: the ``%%task`` option form,
+  ``--cpu 2 --memory 8Gi,32Gi --gpu "A100 80G:1" --shm auto --resources process=1``;
+  a range is written ``REQUEST,LIMIT``, ``extra`` as comma-separated ``name=amount`` pairs.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any, Literal
+
+from taskcell.errors import SpecError
+from taskcell.spec._util import did_you_mean, read_number
+from taskcell.spec.cpu import format_cpu, parse_cpu
+from taskcell.spec.devices import GPU, Accelerator, format_gpu, parse_gpu
+from taskcell.spec.quantity import format_quantity, parse_quantity
+from taskcell.spec.ranges import Range, parse_range
+
+FIELDS: tuple[str, ...] = ("cpu", "memory", "gpu", "disk", "shm", "extra")
+"""The fields of :class:`Resources`, in the order they are shown."""
+
+# %%task option -> Resources field.
+_OPTIONS = {f: f for f in FIELDS if f != "extra"} | {"resources": "extra"}
+_EXTRA_NAME_RE = re.compile(r"[A-Za-z0-9_.:/+-]+")
+_EXTRA_FORMS = "a mapping of resource names to positive numbers such as {'process': 1}"
+
+
+# Fields that take a (request, limit) range: how to read and how to write one side.
+_RANGED: dict[str, tuple[Callable[[Any, str], Any], Callable[[Any], str]]] = {
+    "cpu": (parse_cpu, format_cpu),
+    "memory": (parse_quantity, format_quantity),
+    "disk": (parse_quantity, format_quantity),
+}
+
+
+def _range(value: Any, field: str) -> Range | None:
+    return None if value is None else parse_range(value, *_RANGED[field], field)
+
+
+def _shm(value: object) -> int | Literal["auto"] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if isinstance(value, str) and not any(c.isdigit() for c in value):
+        hint = did_you_mean(value.strip(), ["auto"])
+        raise SpecError(
+            f'shm= must be "auto" or a positive quantity such as "8Gi", got {value!r}{hint}'
+        )
+    return parse_quantity(value, "shm")
+
+
+def _extra(value: object) -> Mapping[str, int | float]:
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise SpecError(f"extra= must be {_EXTRA_FORMS}, got {value!r}")
+    checked: dict[str, int | float] = {}
+    for name, amount in value.items():
+        if not isinstance(name, str) or not _EXTRA_NAME_RE.fullmatch(name):
+            raise SpecError(
+                f"extra= resource names are letters, digits and '_.:/+-', got {name!r} in {value!r}"
+            )
+        number = read_number(amount)
+        if number is None or number <= 0:
+            raise SpecError(
+                f"extra= {name!r} must be a positive number such as 1 or 70e9, got {amount!r}"
+            )
+        checked[name] = int(number) if number.denominator == 1 else float(number)
+    return MappingProxyType(dict(sorted(checked.items())))
+
+
+def is_set(value: object) -> bool:
+    """Return True for a field value that asks for something (not None, not an empty mapping)."""
+    return bool(value) if isinstance(value, Mapping) else value is not None
+
+
+@dataclass(frozen=True, init=False, repr=False)
+class Resources:
+    """A task's resource request.
+
+    Every argument is optional; an unset field asks for nothing (the cluster's default).
+
+    Parameters
+    ----------
+    cpu : int, float, str or (request, limit), optional
+        Cores: ``2``, ``0.5``, ``"1.5"``, ``"500m"``, ``("2", "8")``.
+    memory : int, float, str or (request, limit), optional
+        Bytes: ``"4Gi"``, ``"500M"``, ``100e9``, ``"64 GiB"``, ``("8Gi", "32Gi")``.
+    gpu : int, str, GPU, TPU or Device, optional
+        ``1``, ``"A100:2"``, ``"A100 80G:1"``, ``"L40s"``, ``GPU("A100", 1, "1g.5gb")``,
+        ``TPU("V5P", "2x2x1")``, ``Device("custom_accelerator", 2)``; ``0`` means none.
+    disk : int, float, str or (request, limit), optional
+        Ephemeral storage in bytes, as ``memory``.
+    shm : int, str or "auto", optional
+        Shared memory (``/dev/shm``) in bytes, or ``"auto"``.
+    extra : mapping of str to number, optional
+        Dask abstract resources, taken as written: ``{"process": 1}``, ``{"MEMORY": 70e9}``.
+
+    Attributes
+    ----------
+    cpu : Range[Fraction] or None
+    memory, disk : Range[int] or None
+    gpu : GPU, TPU, Device or None
+    shm : int, "auto" or None
+    extra : Mapping[str, float]
+        Read-only, sorted by name; empty when unset.
+
+    Raises
+    ------
+    SpecError
+        For any malformed field; the message names the field, the value and the accepted forms.
+
+    Examples
+    --------
+    >>> Resources(cpu="500m", memory=("8Gi", "32Gi"), gpu="a100:2")
+    Resources(cpu=0.5, memory=('8Gi', '32Gi'), gpu='A100:2')
+    """
+
+    cpu: Range[Fraction] | None
+    memory: Range[int] | None
+    gpu: Accelerator | None
+    disk: Range[int] | None
+    shm: int | Literal["auto"] | None
+    extra: Mapping[str, float]
+
+    def __init__(
+        self,
+        cpu: Any = None,
+        memory: Any = None,
+        gpu: Any = None,
+        disk: Any = None,
+        shm: Any = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        object.__setattr__(self, "cpu", _range(cpu, "cpu"))
+        object.__setattr__(self, "memory", _range(memory, "memory"))
+        object.__setattr__(self, "gpu", parse_gpu(gpu))
+        object.__setattr__(self, "disk", _range(disk, "disk"))
+        object.__setattr__(self, "shm", _shm(shm))
+        object.__setattr__(self, "extra", _extra(extra))
+
+    def __hash__(self) -> int:
+        fields = (self.cpu, self.memory, self.gpu, self.disk, self.shm)
+        return hash((*fields, tuple(self.extra.items())))
+
+    def _spelled(self) -> dict[str, str | list[str] | dict[str, int | float]]:
+        """Each set field in its canonical text (a range as a two-item list when not fixed)."""
+        out: dict[str, Any] = {}
+        for field, (_, spell) in _RANGED.items():
+            value = getattr(self, field)
+            if value is not None:
+                ends = [spell(value.request), spell(value.limit)]
+                out[field] = ends[0] if value.is_fixed else ends
+        if self.gpu is not None:
+            out["gpu"] = format_gpu(self.gpu)
+        if self.shm is not None:
+            out["shm"] = self.shm if self.shm == "auto" else format_quantity(self.shm)
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        return {field: out[field] for field in FIELDS if field in out}
+
+    def _literals(self) -> dict[str, str]:
+        """Each set field as the Python literal a person would type: ``{"memory": "'4Gi'"}``."""
+
+        def literal(field: str, text: str) -> str:
+            numeric = field == "cpu" or (
+                field == "gpu" and isinstance(self.gpu, GPU) and self.gpu.device is None
+            )
+            return text if numeric else repr(text)
+
+        shown = {}
+        for field, text in self._spelled().items():
+            if isinstance(text, list):
+                shown[field] = f"({literal(field, text[0])}, {literal(field, text[1])})"
+            elif isinstance(text, dict):
+                shown[field] = repr(text)
+            else:
+                shown[field] = literal(field, text)
+        return shown
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={text}" for name, text in self._literals().items())
+        return f"Resources({fields})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the request as a JSON-safe dict of canonical strings.
+
+        Returns
+        -------
+        dict
+            Set fields only: ``{"cpu": "2", "memory": ["8Gi", "32Gi"], "gpu": "A100:2",
+            "shm": "auto", "extra": {"process": 1}}``; a fixed range is one string.
+        """
+        return self._spelled()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Resources:
+        """Build a request from :meth:`to_dict`'s output, or any mapping of field to value.
+
+        Parameters
+        ----------
+        data : mapping
+            Keys among ``cpu, memory, gpu, disk, shm, extra``; values in any accepted form
+            (a list stands for a ``(request, limit)`` pair).
+
+        Returns
+        -------
+        Resources
+
+        Raises
+        ------
+        SpecError
+            For unknown keys (named, with the nearest field) and malformed values.
+        """
+        if not isinstance(data, Mapping):
+            raise SpecError(f"resources must be a mapping of {', '.join(FIELDS)}, got {data!r}")
+        unknown = [key for key in data if key not in FIELDS]
+        if unknown:
+            hint = did_you_mean(str(unknown[0]), FIELDS)
+            raise SpecError(
+                f"resources got unknown key(s) {', '.join(map(repr, unknown))}{hint} "
+                f"(known: {', '.join(FIELDS)})"
+            )
+        return cls(**data)
+
+    def override(self, other: Resources) -> Resources:
+        """Return this request with every field that ``other`` sets replaced by ``other``'s.
+
+        Fields are replaced whole and one by one: ``cpu`` in ``other`` replaces both the request
+        and the limit of ``cpu`` here, and a non-empty ``extra`` replaces ``extra`` as a whole.
+
+        Parameters
+        ----------
+        other : Resources
+            The overriding request.
+
+        Returns
+        -------
+        Resources
+
+        Examples
+        --------
+        >>> Resources(cpu=2, memory="8Gi").override(Resources(memory="16Gi"))
+        Resources(cpu=2, memory='16Gi')
+        """
+        if not isinstance(other, Resources):
+            raise SpecError(f"override() takes a Resources, got {other!r}")
+        merged = {
+            field: getattr(other if is_set(getattr(other, field)) else self, field)
+            for field in FIELDS
+        }
+        return Resources(**merged)
+
+    def is_empty(self) -> bool:
+        """Return True when no field is set."""
+        return not any(is_set(getattr(self, field)) for field in FIELDS)
+
+    def to_options(self) -> str:
+        """Render the request as ``%%task`` options.
+
+        Returns
+        -------
+        str
+            ``--cpu 2 --memory 4Gi --gpu A100:2 --shm auto --resources process=1``; a range is
+            ``REQUEST,LIMIT`` (``--cpu 2,8``); values with spaces are double-quoted
+            (``--gpu "A100 80G:1"``). :meth:`from_options` reads it back.
+        """
+        words = []
+        for field, text in self._spelled().items():
+            if isinstance(text, list):
+                text = ",".join(text)
+            elif isinstance(text, dict):
+                text = ",".join(f"{k}={v!r}" for k, v in text.items())
+            option = "resources" if field == "extra" else field
+            words.append(f'--{option} "{text}"' if " " in text else f"--{option} {text}")
+        return " ".join(words)
+
+    @classmethod
+    def from_options(cls, options: str) -> Resources:
+        """Read the option form that :meth:`to_options` writes.
+
+        Parameters
+        ----------
+        options : str
+            Shell-like words: ``--cpu 2,8 --memory=4Gi --gpu "A100 80G:1" --resources a=1,b=2``.
+
+        Returns
+        -------
+        Resources
+
+        Raises
+        ------
+        SpecError
+            For options other than ``--cpu --memory --gpu --disk --shm --resources``, an
+            option given twice or without a value, and malformed values.
+        """
+        try:
+            words = shlex.split(options)
+        except ValueError as error:
+            raise SpecError(f"resource options {options!r} are not well quoted: {error}") from None
+        fields: dict[str, Any] = {}
+        while words:
+            word = words.pop(0)
+            option, equals, text = word.partition("=")
+            name = option.removeprefix("--")
+            if not option.startswith("--") or name not in _OPTIONS:
+                hint = did_you_mean(name, [f"--{o}" for o in _OPTIONS]) if name else ""
+                known = ", ".join(f"--{o}" for o in _OPTIONS)
+                raise SpecError(f"unknown resource option {word!r}{hint} (known: {known})")
+            if not equals:
+                if not words:
+                    raise SpecError(f"resource option {option} needs a value")
+                text = words.pop(0)
+            field = _OPTIONS[name]
+            if field in fields:
+                raise SpecError(f"resource option {option} is given twice")
+            fields[field] = _option_value(field, text)
+        return cls(**fields)
+
+
+def _option_value(field: str, text: str) -> Any:
+    """One option's text as a :class:`Resources` argument."""
+    if field == "extra":
+        pairs = [pair.partition("=") for pair in text.replace(",", " ").split()]
+        if any(not sep for _, sep, _ in pairs):
+            raise SpecError(
+                f"--resources must be name=amount pairs such as process=1,GPU=2, got {text!r}"
+            )
+        return {name: amount for name, _, amount in pairs}
+    if field in ("cpu", "memory", "disk") and "," in text:
+        return tuple(text.split(",", 1))
+    return text

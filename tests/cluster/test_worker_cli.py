@@ -1,0 +1,342 @@
+"""`taskcell worker` (taskcell.cluster.worker_cli)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from taskcell.cluster import worker_cli
+from taskcell.cluster.worker_cli import WorkerCommand, main, parse_resources, run_workers
+
+RECORDED = Path(__file__).parent / "recorded"
+SCHEDULER = "tcp://10.0.0.1:8786"
+
+
+def install_fake_nvidia_smi(tmp_path: Path, shape: str) -> dict[str, str]:
+    """Environment variables that put the recorded-output nvidia-smi of ``shape`` on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "nvidia-smi"
+    shutil.copy(RECORDED / "nvidia-smi", fake)
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_NVIDIA_SMI_DIR": str(RECORDED / shape),
+    }
+
+
+@pytest.fixture
+def fake_gpus(tmp_path, monkeypatch):
+    """Use the fake nvidia-smi of a shape, with pynvml hidden: ``fake_gpus("h100x8")``."""
+
+    def use(shape: str) -> None:
+        for key, value in install_fake_nvidia_smi(tmp_path, shape).items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setitem(sys.modules, "pynvml", None)
+
+    return use
+
+
+def dry_run(capsys, *args: str) -> list[tuple[dict[str, str], list[str]]]:
+    """Run ``taskcell worker --dry-run``; each line as (environment, argv)."""
+    assert main(["--dry-run", *args]) == 0
+    lines = []
+    for line in capsys.readouterr().out.splitlines():
+        words = shlex.split(line)
+        env = {}
+        while "=" in words[0] and not words[0].startswith("/"):
+            key, _, value = words.pop(0).partition("=")
+            env[key] = value
+        lines.append((env, words))
+    return lines
+
+
+def option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def resources(argv: list[str]) -> dict[str, float]:
+    return parse_resources(option(argv, "--resources"))
+
+
+# --- dry runs -----------------------------------------------------------------------------------
+
+
+def test_dry_run_splits_eight_h100_between_two_workers(fake_gpus, capsys):
+    fake_gpus("h100x8")
+    (env0, argv0), (env1, argv1) = dry_run(capsys, SCHEDULER, "--nworkers", "2")
+    assert env0 == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    assert env1 == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    for argv in (argv0, argv1):
+        assert argv[:4] == [sys.executable, "-m", "distributed.cli.dask_worker", SCHEDULER]
+        assert option(argv, "--nworkers") == "1"
+        advertised = resources(argv)
+        assert advertised["GPU"] == 4
+        assert advertised["GPU-H100"] == 4
+        assert advertised["CPU"] >= 1
+        assert int(option(argv, "--nthreads")) == advertised["CPU"]
+        assert int(option(argv, "--memory-limit")) == advertised["MEMORY"] > 0
+        assert "--local-directory" not in argv
+        assert "--name" not in argv
+
+
+def test_dry_run_mig_slices(fake_gpus, capsys):
+    fake_gpus("a100-mig")
+    ((env, argv),) = dry_run(capsys, SCHEDULER)
+    assert env["CUDA_VISIBLE_DEVICES"].count("MIG-") == 4
+    advertised = resources(argv)
+    assert "GPU" not in advertised
+    assert advertised["MIG-A100-1g.5gb"] == 2
+    assert advertised["MIG-A100-3g.20gb"] == 1
+
+
+def test_dry_run_options_and_passthrough(fake_gpus, capsys, tmp_path):
+    fake_gpus("t4")
+    lines = dry_run(
+        capsys,
+        SCHEDULER,
+        "--nworkers=2",
+        "--nthreads",
+        "3",
+        "--scratch",
+        str(tmp_path),
+        "--name",
+        "gpu01",
+        "--resources",
+        "process=1, gpu=2",
+        "--",
+        "--no-nanny",
+        "--death-timeout",
+        "60",
+    )
+    (env0, argv0), (env1, argv1) = lines
+    assert (env0["CUDA_VISIBLE_DEVICES"], env1["CUDA_VISIBLE_DEVICES"]) == ("0", "")
+    assert [option(argv, "--name") for argv in (argv0, argv1)] == ["gpu01-0", "gpu01-1"]
+    for argv in (argv0, argv1):
+        assert option(argv, "--nthreads") == "3"
+        assert option(argv, "--local-directory") == str(tmp_path)
+        assert argv[-3:] == ["--no-nanny", "--death-timeout", "60"]
+        assert resources(argv)["process"] == 1
+        assert resources(argv)["DISK"] > 0
+    # the user's gpu=2 replaces the detected GPU, whatever the case
+    assert "GPU" not in resources(argv0)
+    assert resources(argv0)["gpu"] == 2
+    assert resources(argv0)["GPU-T4"] == 1
+    assert "GPU-T4" not in resources(argv1)
+
+
+def test_dry_run_without_gpus_leaves_environment_alone(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    ((env, argv),) = dry_run(capsys, SCHEDULER, "--name", "cpu01")
+    assert env == {}
+    assert option(argv, "--name") == "cpu01"
+    assert not any(key.startswith(("GPU", "MIG")) for key in resources(argv))
+
+
+def test_scheduler_file_may_replace_the_address(fake_gpus, capsys):
+    fake_gpus("t4")
+    ((_, argv),) = dry_run(capsys, "--", "--scheduler-file", "/shared/scheduler.json")
+    assert argv[3:5] == ["--nworkers", "1"]
+    assert argv[-2:] == ["--scheduler-file", "/shared/scheduler.json"]
+
+
+# --- bad arguments ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([SCHEDULER, "--nworkers", "0"], "argument --nworkers: expected a whole number of at least 1, got '0'"),
+        ([SCHEDULER, "--nworkers", "two"], "argument --nworkers: expected a whole number of at least 1, got 'two'"),
+        (
+            [SCHEDULER, "--resources", "GPU=two"],
+            "argument --resources: expected NAME=NUMBER pairs with NUMBER at least 0, "
+            "separated by commas, such as \"GPU=2,process=1\", got 'GPU=two'",
+        ),
+        ([SCHEDULER, "--resources", "GPU"], "got 'GPU'"),
+        ([SCHEDULER, "--resources", "process=1,GPU=-1"], "got 'process=1,GPU=-1' ('GPU=-1' is not)"),
+        ([SCHEDULER, "--scratch", "/no/such/dir"], "argument --scratch: expected an existing directory, got '/no/such/dir'"),
+        ([], "expected a scheduler address such as tcp://"),
+        ([SCHEDULER, "--no-nanny"], "unrecognized arguments: --no-nanny (options for dask worker go after --"),
+        ([SCHEDULER, "--", "--nworkers", "4"], "--nworkers cannot be passed to dask worker"),
+        ([SCHEDULER, "--", "--resources=GPU=1"], "--resources cannot be passed to dask worker"),
+    ],
+    ids=[
+        "nworkers-0",
+        "nworkers-word",
+        "resources-word",
+        "resources-no-value",
+        "resources-negative",
+        "scratch-missing",
+        "no-scheduler",
+        "unknown-option",
+        "passthrough-nworkers",
+        "passthrough-resources",
+    ],
+)
+def test_bad_arguments_exit_2_before_anything_starts(args, message, monkeypatch, capsys):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("nothing may be detected or started on bad arguments")
+
+    monkeypatch.setattr(worker_cli, "detect_machine", must_not_run)
+    monkeypatch.setattr(worker_cli, "run_workers", must_not_run)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: taskcell worker")
+    assert "\ntaskcell worker: error: " in err
+    assert message in err
+
+
+def test_help_exits_0(capsys):
+    assert main(["--help"]) == 0
+    assert "--nworkers N" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("GPU=2", {"GPU": 2.0}),
+        ("GPU=2,MEMORY=100e9", {"GPU": 2.0, "MEMORY": 100e9}),
+        ("GPU=2 process=1", {"GPU": 2.0, "process": 1.0}),  # Dask's own spacing
+        ("GPU=0.5,", {"GPU": 0.5}),
+        ("", {}),
+    ],
+    ids=["one", "commas", "spaces", "trailing-comma", "empty"],
+)
+def test_parse_resources(text, parsed):
+    assert parse_resources(text) == parsed
+
+
+# --- running workers (without Dask) -------------------------------------------------------------
+
+
+def python(code: str) -> WorkerCommand:
+    return WorkerCommand((sys.executable, "-c", code), {})
+
+
+def test_run_workers_stops_the_others_when_one_fails(capsys):
+    started = time.monotonic()
+    status = run_workers(
+        [python("import time; time.sleep(60)"), python("import sys; sys.exit(3)")], grace=10
+    )
+    assert status == 3
+    assert time.monotonic() - started < 30
+    assert "worker 1 exited with status 3; stopping the others" in capsys.readouterr().err
+
+
+def test_run_workers_forwards_sigterm(tmp_path):
+    ready = [tmp_path / "ready0", tmp_path / "ready1"]
+    code = (
+        "import signal, sys, time, pathlib\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+        "pathlib.Path(sys.argv[1]).touch()\n"
+        "time.sleep(60)\n"
+        "sys.exit(5)\n"
+    )
+    commands = [WorkerCommand((sys.executable, "-c", code, str(path)), {}) for path in ready]
+
+    def stop_when_ready():
+        deadline = time.monotonic() + 30
+        while not all(path.exists() for path in ready) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)  # caught by run_workers and forwarded
+
+    handler = signal.getsignal(signal.SIGTERM)
+    threading.Thread(target=stop_when_ready, daemon=True).start()
+    assert run_workers(commands, grace=10) == 0
+    assert signal.getsignal(signal.SIGTERM) == handler  # restored
+
+
+def test_run_workers_reports_a_signal_death_as_128_plus_n():
+    assert run_workers([python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")]) == 137
+
+
+def test_run_workers_sets_the_environment():
+    check = "import os, sys; sys.exit(0 if os.environ['CUDA_VISIBLE_DEVICES'] == '' else 4)"
+    assert run_workers([WorkerCommand((sys.executable, "-c", check), {"CUDA_VISIBLE_DEVICES": ""})]) == 0
+
+
+# --- against a real scheduler -------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_real_worker_advertises_and_pins_a_t4(tmp_path):
+    from distributed import Client
+
+    env = {**os.environ, **install_fake_nvidia_smi(tmp_path, "t4")}
+    no_nvml = tmp_path / "no_nvml"
+    no_nvml.mkdir()
+    (no_nvml / "pynvml.py").write_text("raise ImportError('pynvml is hidden by this test')\n")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(no_nvml), env.get("PYTHONPATH")]))
+    address = f"tcp://127.0.0.1:{free_port()}"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
+        stdout=subprocess.DEVNULL,
+        stderr=(logs / "scheduler.log").open("wb"),
+    )  # fmt: skip
+    launcher = None
+    try:
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "taskcell.cluster.worker_cli", address, "--nthreads", "1",
+             "--scratch", str(tmp_path), "--name", "t4-box"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(logs / "worker.log").open("wb"),
+        )  # fmt: skip
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(1, timeout=60)
+            (worker,) = client.scheduler_info()["workers"].values()
+            assert worker["name"] == "t4-box"
+            advertised = worker["resources"]
+            assert advertised["CPU"] >= 1
+            assert advertised["MEMORY"] > 0
+            assert advertised["GPU"] == 1
+            assert advertised["GPU-T4"] == 1
+            assert advertised["DISK"] > 0
+
+            future = client.submit(
+                lambda: os.environ.get("CUDA_VISIBLE_DEVICES"), resources={"GPU-T4": 1}, pure=False
+            )
+            assert future.result(timeout=30) == "0"
+
+            launcher.send_signal(signal.SIGTERM)
+            assert launcher.wait(timeout=60) == 0
+            deadline = time.monotonic() + 30
+            while client.scheduler_info()["workers"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert client.scheduler_info()["workers"] == {}
+
+        scheduler.terminate()
+        assert scheduler.wait(timeout=30) is not None
+    finally:
+        if launcher is not None:
+            stop(launcher)
+        stop(scheduler)

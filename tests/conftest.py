@@ -1,0 +1,201 @@
+"""Shared fixtures: real ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+
+import pytest
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DaskProcesses:
+    """A scheduler process and the worker processes a test starts against it, all stopped after."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen] = []
+        self.scheduler = self._spawn(
+            ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port)],
+            ["--no-dashboard"],
+        )
+        self._wait_for_port()
+
+    def _spawn(
+        self, module_args: list[str], flags: list[str], env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen:
+        full_env = {**os.environ, **(env or {})}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *module_args, *flags],
+            env=full_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def _wait_for_port(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise TimeoutError(f"scheduler on port {self.port} did not start")
+
+    def worker(
+        self, *flags: str, env: Mapping[str, str] | None = None, name: str | None = None
+    ) -> subprocess.Popen:
+        """Start ``dask worker ADDRESS *flags`` exactly as a user would type it."""
+        named = ["--name", name] if name else []
+        return self._spawn(
+            ["distributed.cli.dask_worker", self.address],
+            ["--no-dashboard", "--nthreads", "1", *named, *flags],
+            env,
+        )
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture
+def dask_processes() -> Iterator[DaskProcesses]:
+    """A fresh scheduler process; the test adds the workers it needs."""
+    cluster = DaskProcesses()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+class KernelSession:
+    """A real IPython kernel (jupyter_client), fed code as a notebook would feed it."""
+
+    def __init__(self) -> None:
+        from jupyter_client.manager import start_new_kernel
+
+        self.manager, self.client = start_new_kernel(kernel_name="python3")
+
+    def run(self, code: str, timeout: float = 60) -> Execution:
+        """Execute ``code`` and collect every output message it produced."""
+        result = Execution()
+        reply = self.client.execute_interactive(
+            code, timeout=timeout, output_hook=result.collect, allow_stdin=False
+        )
+        result.status = reply["content"]["status"]
+        return result
+
+    def start(self, code: str) -> str:
+        """Send ``code`` without waiting; returns the message id."""
+        return self.client.execute(code)
+
+    def wait(self, msg_id: str, timeout: float = 60) -> Execution:
+        """Collect the outputs of an execution started with :meth:`start`."""
+        result = Execution()
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+            result.collect(msg)
+        reply = self.client.get_shell_msg(timeout=timeout)
+        result.status = reply["content"]["status"]
+        return result
+
+    def value(self, expr: str):
+        """The value of ``expr`` in the kernel, through its repr."""
+        import ast
+
+        out = self.run(f"print(repr({expr}))")
+        assert out.status == "ok", out.error_text
+        return ast.literal_eval(out.stdout.strip())
+
+    def stop(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+class Execution:
+    """What one execution showed: streams, displays, its result and its error."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict] = []
+        self.status = ""
+
+    def collect(self, msg: dict) -> None:
+        msg["received"] = time.monotonic()
+        self.messages.append(msg)
+
+    def of_type(self, *types: str) -> list[dict]:
+        return [m for m in self.messages if m["msg_type"] in types]
+
+    @property
+    def stdout(self) -> str:
+        return "".join(
+            m["content"]["text"] for m in self.of_type("stream") if m["content"]["name"] == "stdout"
+        )
+
+    @property
+    def stderr(self) -> str:
+        return "".join(
+            m["content"]["text"] for m in self.of_type("stream") if m["content"]["name"] == "stderr"
+        )
+
+    @property
+    def result(self) -> str | None:
+        results = self.of_type("execute_result")
+        return results[0]["content"]["data"]["text/plain"] if results else None
+
+    @property
+    def error_text(self) -> str:
+        errors = self.of_type("error")
+        if not errors:
+            return ""
+        content = errors[0]["content"]
+        return f"{content['ename']}: {content['evalue']}\n" + "\n".join(content["traceback"])
+
+    @property
+    def displays(self) -> list[dict]:
+        return [m["content"]["data"] for m in self.of_type("display_data", "update_display_data")]
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[KernelSession]:
+    """A real kernel with taskcell loaded, shared by one test module."""
+    session = KernelSession()
+    try:
+        out = session.run("%load_ext taskcell")
+        assert out.status == "ok", out.error_text
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def module_dask() -> Iterator[DaskProcesses]:
+    """A scheduler process shared by one test module."""
+    cluster = DaskProcesses()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

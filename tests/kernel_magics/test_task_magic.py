@@ -1,0 +1,191 @@
+"""``%%task`` in a real kernel against real scheduler and worker processes."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def gpu_kernel(kernel, module_dask):
+    """A kernel pointed at one worker process advertising ``GPU=2`` with two threads."""
+    module_dask.worker("--nthreads", "2", "--resources", "GPU=2", name="gpu-worker")
+    out = kernel.run(
+        f"import distributed; distributed.Client({module_dask.address!r}).wait_for_workers(1)\n"
+        f"%task_cluster {module_dask.address}"
+    )
+    assert out.status == "ok", out.error_text
+    return kernel
+
+
+def cell(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+def test_inputs_in_outputs_back(gpu_kernel):
+    gpu_kernel.run("x = 20; unused = object()")
+    out = gpu_kernel.run(cell("""
+        %%task
+        y = x + 1
+        z = y * 2
+    """))
+    assert out.status == "ok", out.error_text
+    assert gpu_kernel.value("(y, z)") == (21, 42)
+
+
+def test_augmented_assignment_and_del(gpu_kernel):
+    gpu_kernel.run("counter = 1; doomed = 5")
+    out = gpu_kernel.run(cell("""
+        %%task
+        counter += 1
+        del doomed
+    """))
+    assert out.status == "ok", out.error_text
+    assert gpu_kernel.value("(counter, 'doomed' in globals())") == (2, False)
+
+
+def test_notebook_functions_classes_and_imports_travel(gpu_kernel):
+    gpu_kernel.run(cell("""
+        scale = 3
+        def helper(v):
+            return v * scale
+        class Box:
+            def __init__(self, v):
+                self.v = v
+    """))
+    out = gpu_kernel.run(cell("""
+        %%task
+        import math
+        box = Box(helper(2))
+        root = math.sqrt(box.v + 10)
+    """))
+    assert out.status == "ok", out.error_text
+    assert gpu_kernel.value("(box.v, root, math.pi > 3)") == (6, 4.0, True)
+
+
+def test_failure_leaves_namespace_unchanged_and_shows_user_traceback(gpu_kernel):
+    gpu_kernel.run("a = 100")
+    out = gpu_kernel.run(cell("""
+        %%task
+        a = 1
+        b = 2
+        1 / 0
+    """))
+    assert out.status == "error"
+    assert "ZeroDivisionError" in out.error_text
+    assert "line 4" in out.error_text and "1 / 0" in out.error_text
+    assert "distributed" not in out.error_text
+    assert gpu_kernel.value("(a, 'b' in globals())") == (100, False)
+
+
+def test_last_expression_is_out_and_semicolon_hides_it(gpu_kernel):
+    gpu_kernel.run("base = 4")
+    shown = gpu_kernel.run("%%task\nbase * 10")
+    assert shown.result == "40"
+    hidden = gpu_kernel.run("%%task\nbase * 10;")
+    assert hidden.status == "ok" and hidden.result is None
+
+
+def test_output_streams_while_the_cell_runs(gpu_kernel):
+    out = gpu_kernel.run(cell("""
+        %%task
+        import time
+        for i in range(4):
+            print("tick", i, flush=True)
+            time.sleep(0.5)
+    """))
+    assert out.status == "ok", out.error_text
+    ticks = [m for m in out.of_type("stream") if "tick" in m["content"]["text"]]
+    assert "tick 0" in ticks[0]["content"]["text"]
+    assert out.messages[-1]["received"] - ticks[0]["received"] > 1.0
+
+
+def test_display_output_appears(gpu_kernel):
+    out = gpu_kernel.run(cell("""
+        %%task
+        import pandas as pd
+        display(pd.DataFrame({"a": [1, 2]}))
+    """))
+    assert out.status == "ok", out.error_text
+    assert any("text/html" in d and "<table" in d["text/html"] for d in out.displays)
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("--gpu A100:x", ["gpu", "A100:x"]),
+        ("--memory lots", ["memory", "lots", "4Gi"]),
+        ("no_such_preset", ["unknown preset", "no_such_preset"]),
+        ("--frobnicate 3", ["unrecognized arguments", "--frobnicate"]),
+    ],
+    ids=["bad-gpu", "bad-memory", "unknown-preset", "unknown-option"],
+)
+def test_bad_options_are_usage_errors_and_nothing_runs(gpu_kernel, line, words):
+    gpu_kernel.run("ran = False")
+    out = gpu_kernel.run(f"%%task {line}\nran = True")
+    assert out.status == "error"
+    assert "UsageError" in out.stderr
+    for word in words:
+        assert word in out.stderr
+    assert gpu_kernel.value("ran") is False
+
+
+def test_infeasible_request_fails_at_once_with_the_shortfall(gpu_kernel):
+    started = time.monotonic()
+    out = gpu_kernel.run("%%task --gpu 4\nx = 1")
+    assert time.monotonic() - started < 5
+    assert out.status == "error"
+    assert "asks GPU=4" in out.error_text and "the most any worker has is 2" in out.error_text
+
+
+def test_gpu_tasks_see_only_their_own_devices(gpu_kernel):
+    out = gpu_kernel.run(cell("""
+        h1 = get_ipython().run_cell_magic("task", "--gpu 1 --bg",
+            "import os, time\\ntime.sleep(1)\\nseen1 = os.environ['CUDA_VISIBLE_DEVICES']")
+        h2 = get_ipython().run_cell_magic("task", "--gpu 1 --bg",
+            "import os, time\\ntime.sleep(1)\\nseen2 = os.environ['CUDA_VISIBLE_DEVICES']")
+        h1.wait(60); h2.wait(60)
+    """))
+    assert out.status == "ok", out.error_text
+    assert sorted(gpu_kernel.value("[seen1, seen2]")) == ["0", "1"]
+    assert gpu_kernel.value("__import__('os').environ.get('CUDA_VISIBLE_DEVICES')") is None
+
+
+def test_interrupt_stops_the_task_and_frees_its_resources(gpu_kernel):
+    gpu_kernel.run("slept = 'no'")
+    msg_id = gpu_kernel.start("%%task --gpu 2\nimport time\ntime.sleep(60)\nslept = 'yes'")
+    time.sleep(3)
+    gpu_kernel.manager.interrupt_kernel()
+    out = gpu_kernel.wait(msg_id, timeout=30)
+    assert out.status == "error" and "KeyboardInterrupt" in out.error_text
+    freed = time.monotonic()
+    again = gpu_kernel.run("%%task --gpu 2\nok = 1")
+    assert again.status == "ok", again.error_text
+    assert time.monotonic() - freed < 5
+    assert gpu_kernel.value("slept") == "no"
+
+
+def test_large_result_stays_remote_and_next_cell_uses_it(gpu_kernel):
+    gpu_kernel.run("import dask; dask.config.set({'taskcell.result-threshold': '1MiB'})")
+    try:
+        out = gpu_kernel.run("%%task\nbig = bytes(8 * 2**20)")
+        assert out.status == "ok", out.error_text
+        assert gpu_kernel.value("type(big).__name__") == "RemoteValue"
+        used = gpu_kernel.run("%%task\nsize = len(big)")
+        assert used.status == "ok", used.error_text
+        assert gpu_kernel.value("size") == 8 * 2**20
+        assert gpu_kernel.value("len(big)") == 8 * 2**20
+    finally:
+        gpu_kernel.run("dask.config.set({'taskcell.result-threshold': '64MiB'})")
+
+
+def test_tasks_lists_this_kernels_tasks(gpu_kernel):
+    out = gpu_kernel.run("%%task --name tagged\nq = 1")
+    assert out.status == "ok", out.error_text
+    frame = gpu_kernel.run("_t = %tasks\nprint(_t[_t.cell == 'tagged'].iloc[-1].to_dict())")
+    assert "'state': 'finished'" in frame.stdout
+    assert "tcp://127.0.0.1" in frame.stdout

@@ -1,0 +1,366 @@
+"""Cell analysis: tiny cells in, whole records out; and the globals notebook functions need."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from taskcell.runner.analysis import CellAnalysis, analyze_cell, function_globals
+
+A = CellAnalysis
+
+CASES = [
+    # -- reads before binds ----------------------------------------------------------------
+    ("augassign", "x += 1", A(inputs=("x",), outputs=("x",))),
+    ("read-then-rebind", "y = y + 1", A(inputs=("y",), outputs=("y",))),
+    ("bind-then-read", "a = 1\nb = a + c", A(inputs=("c",), outputs=("a", "b"))),
+    (
+        "order-of-first-read",
+        "z = b + a\nw = a + q",
+        A(inputs=("b", "a", "q"), outputs=("z", "w")),
+    ),
+    ("del-reads", "del x", A(inputs=("x",), deleted=("x",))),
+    ("del-then-rebind", "x = 1\ndel x\nx = 2", A(outputs=("x",))),
+    ("bind-then-del", "t = f()\ndel t", A(inputs=("f",), outputs=("t",), deleted=("t",))),
+    (
+        "conditional-del",
+        "x = 1\nif c:\n    del x",
+        A(inputs=("c",), outputs=("x",), deleted=("x",)),
+    ),
+    (
+        "attribute-and-subscript-targets",
+        "a.b = 1\nd[k] = v\ndel e[0]",
+        A(inputs=("a", "v", "d", "k", "e")),
+    ),
+    # -- flow --------------------------------------------------------------------------------
+    (
+        "if-one-branch",
+        "if c:\n    x = 1\nprint(x)",
+        A(inputs=("c", "x"), outputs=("x",), has_last_expr=True),
+    ),
+    (
+        "if-both-branches",
+        "if c:\n    x = 1\nelse:\n    x = 2\ny = x",
+        A(inputs=("c",), outputs=("x", "y")),
+    ),
+    (
+        "else-raise-ends-path",
+        "if c:\n    x = 1\nelse:\n    raise ValueError(c)\ny = x",
+        A(inputs=("c",), outputs=("x", "y")),
+    ),
+    (
+        "for-loop",
+        "for i in items:\n    total = i\nout = (i, total)",
+        A(inputs=("items", "i", "total"), outputs=("i", "total", "out")),
+    ),
+    (
+        "read-before-bind-in-loop",
+        "for i in r:\n    acc = acc + i\n",
+        A(inputs=("r", "acc"), outputs=("i", "acc")),
+    ),
+    (
+        "while-true-break",
+        "while True:\n    v = poll()\n    if v:\n        break\nw = v",
+        A(inputs=("poll",), outputs=("v", "w")),
+    ),
+    (
+        "for-else",
+        "for i in r:\n    pass\nelse:\n    done = 1\nz = done",
+        A(inputs=("r",), outputs=("i", "done", "z")),
+    ),
+    (
+        "break-skips-else",
+        "for i in r:\n    if i:\n        break\nelse:\n    done = 1\nz = done",
+        A(inputs=("r", "done"), outputs=("i", "done", "z")),
+    ),
+    (
+        "with-as",
+        "with open(p) as fh:\n    data = fh.read()\nn = len(data)",
+        A(inputs=("p",), outputs=("fh", "data", "n")),
+    ),
+    (
+        "try-except-as",
+        "try:\n    r = f()\nexcept KeyError as e:\n    r = str(e)\nres = r",
+        A(inputs=("f",), outputs=("r", "e", "res"), deleted=("e",)),
+    ),
+    (
+        "try-finally",
+        "try:\n    a = 1\nfinally:\n    b = 2\nc = a + b",
+        A(outputs=("a", "b", "c")),
+    ),
+    (
+        "walrus",
+        "if (n := len(xs)) > 3:\n    m = n",
+        A(inputs=("xs",), outputs=("n", "m")),
+    ),
+    (
+        "walrus-behind-or",
+        "ok = a or (b := 2)\nc = b",
+        A(inputs=("a", "b"), outputs=("b", "ok", "c")),
+    ),
+    (
+        "match-captures",
+        "match p:\n    case Point(x=0, y=yy):\n        r = yy\n"
+        "    case [a, *rest]:\n        r = a\n"
+        "    case {'k': v, **kw}:\n        r = v\n"
+        "    case _:\n        r = None\n"
+        "q = r",
+        A(inputs=("p", "Point"), outputs=("yy", "r", "a", "rest", "v", "kw", "q")),
+    ),
+    (
+        "match-without-default",
+        "match p:\n    case 1:\n        r = 1\ns = r",
+        A(inputs=("p", "r"), outputs=("r", "s")),
+    ),
+    # -- scopes ------------------------------------------------------------------------------
+    (
+        "comprehension-target-not-leaked",
+        "ys = [x * k for x in xs if x]\nz = x",
+        A(inputs=("xs", "k", "x"), outputs=("ys", "z")),
+    ),
+    (
+        "nested-comprehension-and-dict",
+        "d = {k: [v for v in vs] for k, vs in pairs}",
+        A(inputs=("pairs",), outputs=("d",)),
+    ),
+    (
+        "walrus-in-comprehension",
+        "hits = [y for x in xs if (y := f(x))]\nlast = y",
+        A(inputs=("xs", "f", "y"), outputs=("y", "hits", "last")),
+    ),
+    (
+        "function-reads-global",
+        "def f(a, *args, k=d, **kw):\n    b = a + scale\n    return b + args[0]\n",
+        A(inputs=("d", "scale"), outputs=("f",), functions=("f",)),
+    ),
+    (
+        "function-global-bound-before",
+        "scale = 2\ndef f(a):\n    return a * scale",
+        A(outputs=("scale", "f"), functions=("f",)),
+    ),
+    (
+        "helper-defined-later-is-input",
+        "def f():\n    return g()\ndef g():\n    return 1",
+        A(inputs=("g",), outputs=("f", "g"), functions=("f", "g")),
+    ),
+    (
+        "recursive-function",
+        "def fact(n):\n    return 1 if n < 2 else n * fact(n - 1)\nfact(5)",
+        A(outputs=("fact",), functions=("fact",), has_last_expr=True),
+    ),
+    (
+        "closure-not-global",
+        "def outer():\n    v = 1\n    def inner():\n        return v + w\n    return inner",
+        A(inputs=("w",), outputs=("outer",), functions=("outer",)),
+    ),
+    (
+        "global-in-function",
+        "def bump():\n    global counter, seen\n    counter += 1\n    seen = True\n",
+        A(inputs=("counter",), outputs=("bump", "counter", "seen"), functions=("bump",)),
+    ),
+    (
+        "lambda-assigned",
+        "key = lambda row: row[col]\nf = lambda: f",
+        A(inputs=("col",), outputs=("key", "f"), functions=("key", "f")),
+    ),
+    (
+        "class",
+        "class Model(Base, metaclass=Meta):\n    size = default\n    twice = size * 2\n"
+        "    def fit(self):\n        return Model, size\n",
+        A(inputs=("Base", "Meta", "default", "size"), outputs=("Model",), classes=("Model",)),
+    ),
+    # -- names -------------------------------------------------------------------------------
+    ("builtins-not-inputs", "print(len(range(3)))", A(has_last_expr=True)),
+    (
+        "builtin-shadowed",
+        "list = [1]\nn = len(list)",
+        A(outputs=("list", "n")),
+    ),
+    (
+        "annotation-without-value",
+        "x: int\ny: Frame = make()\nz = x",
+        A(inputs=("make", "Frame", "x"), outputs=("y", "z")),
+    ),
+    (
+        "imports",
+        "from __future__ import annotations\nimport numpy.linalg as la\nimport os.path\n"
+        "from pandas import DataFrame as DF, Series\nfrom . import sibling",
+        A(
+            outputs=("la", "os", "DF", "Series", "sibling"),
+            imports=("numpy", "os", "pandas"),
+        ),
+    ),
+    (
+        "lazy-annotations",
+        "from __future__ import annotations\ndef f(x: Frame = d) -> Out:\n    y: Local = x\n",
+        A(inputs=("d",), outputs=("f",), functions=("f",)),
+    ),
+    (
+        "star-import",
+        "from math import *\nr = sqrt(2)",
+        A(inputs=("sqrt",), outputs=("r",), imports=("math",), star_imports=("math",)),
+    ),
+    (
+        "import-in-function",
+        "def f():\n    import scipy\n    return scipy",
+        A(outputs=("f",), imports=("scipy",), functions=("f",)),
+    ),
+    # -- last expression -----------------------------------------------------------------------
+    ("last-expr", "x = 1\nx", A(outputs=("x",), has_last_expr=True)),
+    (
+        "last-expr-silenced",
+        "x = 1\nx;",
+        A(outputs=("x",), has_last_expr=True, last_expr_silenced=True),
+    ),
+    (
+        "semicolon-in-string",
+        "s = 'a;'\ns + ';'",
+        A(outputs=("s",), has_last_expr=True),
+    ),
+    (
+        "semicolon-in-comment",
+        "v  # not silenced;",
+        A(inputs=("v",), has_last_expr=True),
+    ),
+    (
+        "silenced-then-comment",
+        "v;  # silenced\n\n# trailing note\n",
+        A(inputs=("v",), has_last_expr=True, last_expr_silenced=True),
+    ),
+    ("ends-in-assignment", "v = 1;", A(outputs=("v",))),
+    (
+        "multiline-last-expr",
+        "f(\n    a,\n    'x;',\n);",
+        A(inputs=("f", "a"), has_last_expr=True, last_expr_silenced=True),
+    ),
+    ("two-statements-on-a-line", "v;w", A(inputs=("v", "w"), has_last_expr=True)),
+    ("empty", "# only a comment\n", A()),
+    ("top-level-await", "r = await fetch()", A(inputs=("fetch",), outputs=("r",))),
+]
+
+
+@pytest.mark.parametrize(("source", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_analyze_cell(source: str, expected: CellAnalysis) -> None:
+    assert analyze_cell(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["x = = 1", "return 1", "def f(:\n", "a\x00b", "break"],
+    ids=["bad-assign", "return-outside-function", "unclosed", "null-byte", "break-outside-loop"],
+)
+def test_bad_code_raises_syntax_error(source: str) -> None:
+    with pytest.raises(SyntaxError):
+        analyze_cell(source)
+
+
+# -- function_globals ----------------------------------------------------------------------------
+
+
+def notebook(source: str) -> dict:
+    """A namespace filled the way a notebook fills it, but without ``__name__ == '__main__'``."""
+    namespace: dict = {}
+    exec(textwrap.dedent(source), namespace)
+    return namespace
+
+
+def test_function_globals_direct_reads_only() -> None:
+    ns = notebook(
+        """
+        import math
+        scale = 2
+        shape = "unrelated"
+        unused = 3
+        def f(x):
+            return math.sqrt(x.shape[0]) * scale + len(x)
+        """
+    )
+    assert function_globals(ns["f"], ns) == {"math", "scale"}
+
+
+def test_function_globals_transitive_and_recursive() -> None:
+    ns = notebook(
+        """
+        offset = 1
+        depth = 10
+        def helper(n):
+            return n + offset
+        def walk(n):
+            return helper(n) if n > depth else walk(n + 1)
+        """
+    )
+    assert function_globals(ns["walk"], ns) == {"helper", "offset", "depth", "walk"}
+
+
+def test_function_globals_mutual_recursion_terminates() -> None:
+    ns = notebook(
+        """
+        def even(n):
+            return n == 0 or odd(n - 1)
+        def odd(n):
+            return n != 0 and even(n - 1)
+        """
+    )
+    assert function_globals(ns["even"], ns) == {"even", "odd"}
+
+
+def test_function_globals_classes_nested_code_and_globals_decl() -> None:
+    ns = notebook(
+        """
+        rate = 0.5
+        base_size = 4
+        counter = 0
+        class Base:
+            @property
+            def size(self):
+                return base_size
+        class Model(Base):
+            @staticmethod
+            def make():
+                return Model()
+            def fit(self, xs):
+                return [x * rate for x in xs]
+        def train(xs):
+            global counter
+            counter += 1
+            return Model.make().fit(xs)
+        """
+    )
+    assert function_globals(ns["train"], ns) == {"counter", "Model", "rate", "base_size"}
+
+
+def test_function_globals_follows_decorated_and_closures() -> None:
+    ns = notebook(
+        """
+        import functools
+        limit = 5
+        factor = 3
+        def logged(func):
+            @functools.wraps(func)
+            def wrapper(*args):
+                return func(*args)
+            return wrapper
+        @logged
+        def capped(x):
+            return min(x, limit)
+        @functools.lru_cache
+        def tripled(x):
+            return x * factor
+        def run(x):
+            return capped(x) + tripled(x)
+        """
+    )
+    assert function_globals(ns["run"], ns) == {"capped", "tripled", "limit", "factor"}
+
+
+def test_function_globals_does_not_follow_library_functions() -> None:
+    ns = notebook(
+        """
+        from textwrap import dedent
+        _whitespace_only_re = "a global textwrap.dedent reads in its own module"
+        def f(s):
+            return dedent(s)
+        """
+    )
+    assert function_globals(ns["f"], ns) == {"dedent"}
