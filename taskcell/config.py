@@ -13,7 +13,7 @@ from typing import Any
 import dask.config
 import yaml
 
-from taskcell.spec import Resources, catalogue, load_user_presets
+from taskcell.spec import Resources, catalogue
 
 _DEFAULTS = pathlib.Path(__file__).with_name("taskcell.yaml")
 
@@ -28,7 +28,5 @@ def get(key: str, default: Any = None) -> Any:
 
 def presets() -> dict[str, Resources]:
     """Every preset a user can name: Latch's, then pyproject's, then Dask config's."""
-    user: dict[str, Any] = dict(load_user_presets())
     configured: Mapping[str, Any] = get("presets") or {}
-    user.update(configured)
-    return catalogue(user)
+    return catalogue(configured)

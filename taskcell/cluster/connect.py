@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import dask.config
 
 from taskcell import config
+from taskcell.cluster import registry
 from taskcell.cluster.detect import advertised_resources, detect_machine
 from taskcell.cluster.mapping import WorkerCapacity
 
@@ -28,6 +29,7 @@ _chosen: Client | None = None
 _client: Client | None = None
 _embedded: SpecCluster | None = None
 _workers: dict[str, tuple[float, list[WorkerCapacity]]] = {}
+_registered: set[str] = set()
 
 
 def current_client() -> Client:
@@ -38,13 +40,22 @@ def current_client() -> Client:
     if _chosen is not None and _chosen.status == "running":
         return _chosen
     try:
-        return default_client()
+        return _recorded(default_client())
     except ValueError:
         pass
     if _client is None or _client.status != "running":
         address = dask.config.get("scheduler-address", None)
         _client = _connect(address or start_embedded().scheduler_address)
     return _client
+
+
+def _recorded(client: Client) -> Client:
+    """Note the client's scheduler in the registry the Jupyter server reads (once)."""
+    address = client.scheduler.address
+    if address not in _registered:
+        registry.record(address)
+        _registered.add(address)
+    return client
 
 
 def use_address(address: str) -> Client:
@@ -60,7 +71,7 @@ def use_address(address: str) -> Client:
 def _connect(address: str) -> Client:
     from distributed import Client
 
-    return Client(address, set_as_default=False)
+    return _recorded(Client(address, set_as_default=False))
 
 
 def start_embedded() -> SpecCluster:
@@ -80,17 +91,21 @@ def start_embedded() -> SpecCluster:
                 "nthreads": threads or max(1, int(share.resources.get("CPU", 1))),
                 "memory_limit": int(share.resources.get("MEMORY", 0)) or "auto",
                 "resources": share.resources,
-                "env": {"CUDA_VISIBLE_DEVICES": share.visible_devices or ""},
+                "env": share.environ(),
+                "silence_logs": logging.CRITICAL,
             },
         }
         for i, share in enumerate(shares)
     }
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}}
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"},
+    }
     _embedded = SpecCluster(
         workers=workers,
         scheduler=scheduler,
         name="taskcell-embedded",
-        silence_logs=logging.ERROR,
+        silence_logs=logging.CRITICAL,
     )
     return _embedded
 

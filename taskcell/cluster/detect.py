@@ -362,7 +362,11 @@ def detect_gpus() -> tuple[GpuInfo, ...]:
     output) means no GPUs with a warning that says why.
     """
     try:
-        import pynvml
+        with warnings.catch_warnings():
+            # The "pynvml" distribution warns on import that nvidia-ml-py should be used
+            # instead; both provide the same module.
+            warnings.simplefilter("ignore", FutureWarning)
+            import pynvml
     except ImportError:
         pass
     else:
@@ -409,7 +413,9 @@ def detect_machine(scratch_dir: str | os.PathLike[str] | None = None) -> Machine
         memory_bytes=int(MEMORY_LIMIT),
         gpus=detect_gpus(),
         shm_bytes=_free_bytes("/dev/shm") if os.path.isdir("/dev/shm") else 0,
-        scratch_bytes=_free_bytes(scratch_dir if scratch_dir is not None else tempfile.gettempdir()),
+        scratch_bytes=_free_bytes(
+            scratch_dir if scratch_dir is not None else tempfile.gettempdir()
+        ),
     )
 
 
@@ -426,7 +432,9 @@ def _devices(gpus: tuple[GpuInfo, ...]) -> list[GpuInfo | MigSlice]:
     return devices
 
 
-def _device_resources(devices: list[GpuInfo | MigSlice], gpus: tuple[GpuInfo, ...]) -> dict[str, float]:
+def _device_resources(
+    devices: list[GpuInfo | MigSlice], gpus: tuple[GpuInfo, ...]
+) -> dict[str, float]:
     by_index = {gpu.index: gpu for gpu in gpus}
     resources: dict[str, float] = {}
     whole = [device for device in devices if isinstance(device, GpuInfo)]

@@ -43,14 +43,15 @@ def _native_shortfalls(
     """cpu and memory not reserved as abstract resources still cannot exceed the worker."""
     lacking = []
     reserved = {name.casefold() for name in resources}
-    if request.cpu is not None and names.CPU.casefold() not in reserved:
-        if worker.nthreads < request.cpu.request:
-            lacking.append(Shortfall("threads", float(request.cpu.request), worker.nthreads))
-    if request.memory is not None and names.MEMORY.casefold() not in reserved:
-        if 0 < worker.memory_limit < request.memory.request:
-            lacking.append(
-                Shortfall("memory limit", float(request.memory.request), worker.memory_limit)
-            )
+    cpu, memory = request.cpu, request.memory
+    if cpu is not None and names.CPU.casefold() not in reserved and worker.nthreads < cpu.request:
+        lacking.append(Shortfall("threads", float(cpu.request), worker.nthreads))
+    if (
+        memory is not None
+        and names.MEMORY.casefold() not in reserved
+        and 0 < worker.memory_limit < memory.request
+    ):
+        lacking.append(Shortfall("memory limit", float(memory.request), worker.memory_limit))
     return lacking
 
 

@@ -43,7 +43,7 @@ def gpu_type(device: str) -> str:
 
 
 def mig_slice(device: str, profile: str) -> str:
-    """Resource name for MIG slices of one profile: ``("A100", "1g.5gb")`` -> ``"MIG-A100-1g.5gb"``."""
+    """MIG slices of one profile: ``("A100", "1g.5gb")`` -> ``"MIG-A100-1g.5gb"``."""
     return f"MIG-{_slug(device)}-{profile}"
 
 

@@ -93,7 +93,7 @@ def parse_resources(text: str) -> dict[str, float]:
         except ValueError:
             amount = math.nan
         if not name or not equals or "=" in value or not math.isfinite(amount) or amount < 0:
-            culprit = "" if pair == text.strip() else f" ({pair!r} is not)"
+            culprit = "" if pair == text.strip() else f" (bad pair {pair!r})"
             raise argparse.ArgumentTypeError(
                 "expected NAME=NUMBER pairs with NUMBER at least 0, separated by commas, such "
                 f'as "GPU=2,process=1", got {text!r}{culprit}'
@@ -138,8 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=1,
         metavar="N",
-        help="worker processes to split the machine between; each owns distinct GPUs "
-        "(default: 1)",
+        help="worker processes to split the machine between; each owns distinct GPUs (default: 1)",
     )
     parser.add_argument(
         "--nthreads",
@@ -410,7 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "(or `-- --scheduler-file FILE`), got none"
             )
         if args.scratch is not None and not os.path.isdir(args.scratch):
-            parser.error(f"argument --scratch: expected an existing directory, got {args.scratch!r}")
+            parser.error(
+                f"argument --scratch: expected an existing directory, got {args.scratch!r}"
+            )
     except SystemExit as e:  # argparse's way out, after printing usage or help
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
 

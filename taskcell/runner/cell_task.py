@@ -8,6 +8,7 @@ binds back into the namespace only if it succeeds. Results over a threshold stay
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sys
 import time
@@ -154,10 +155,7 @@ def _follow(client: Client, sub: Submission, out: Display, retries: int) -> None
     waiting_since = time.monotonic()
     last_status = 0.0
     while not (sub.future.done() and sub.events.empty()):
-        try:
-            _handle(sub.events.get(timeout=0.1), sub, out)
-        except queue.Empty:
-            pass
+        _handle_next(sub, out, timeout=0.1)
         now = time.monotonic()
         if now - last_status >= 0.5:
             last_status = now
@@ -165,10 +163,12 @@ def _follow(client: Client, sub: Submission, out: Display, retries: int) -> None
     if sub.future.status == "finished":
         deadline = time.monotonic() + 2
         while sub.sizes is None and time.monotonic() < deadline:
-            try:
-                _handle(sub.events.get(timeout=0.05), sub, out)
-            except queue.Empty:
-                pass
+            _handle_next(sub, out, timeout=0.05)
+
+
+def _handle_next(sub: Submission, out: Display, timeout: float) -> None:
+    with contextlib.suppress(queue.Empty):
+        _handle(sub.events.get(timeout=timeout), sub, out)
 
 
 def _handle(event: dict, sub: Submission, out: Display) -> None:

@@ -86,9 +86,8 @@ def _compile(job: CellJob) -> tuple[Any, Any]:
 
 
 def _peak_rss_reset() -> None:
-    with contextlib.suppress(OSError):
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def _peak_rss() -> int:

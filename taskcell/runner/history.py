@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import pandas as pd
-
-from taskcell.runner.job import Usage
 from dask.utils import format_bytes
 
+from taskcell.runner.job import Usage
 from taskcell.spec import Resources
 
 #: queued: submitted, not started; running: a worker runs it; finished / error: it ended;

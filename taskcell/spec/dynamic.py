@@ -90,6 +90,10 @@ class Expression:
         object.__setattr__(self, "names", _free_names(tree) - _BUILTIN_NAMES)
         object.__setattr__(self, "_code", compile(tree, "<resource expression>", "eval"))
 
+    def __reduce__(self) -> tuple[type[Expression], tuple[str]]:
+        # Code objects cannot be pickled; recompile from the source.
+        return Expression, (self.source,)
+
     def evaluate(self, arguments: Mapping[str, Any]) -> Any:
         """Evaluate with ``arguments`` as the global names.
 
@@ -331,29 +335,33 @@ class ResourceTemplate:
             raise SpecError(f"override() takes a Resources or a ResourceTemplate, got {other!r}")
         fields = {}
         for name in FIELDS:
-            for template in (other, self):
-                if name in template._rules:
-                    fields[name] = template._rules[name]
-                    break
-                value = getattr(template.fixed, name)
-                if is_set(value):
-                    fields[name] = value
-                    break
+            source = other._source(name)
+            fields[name] = self._source(name) if source is None else source
         return ResourceTemplate(**fields)
 
+    def _source(self, name: str) -> Any:
+        """What the field was made from: its rule, its fixed value, or None when unset."""
+        value = self._rules.get(name, getattr(self.fixed, name))
+        return value if is_set(value) else None
 
-def _latch_gib(zero_is_unset: bool) -> Callable[[Any], Any]:
+    def __reduce__(self) -> tuple[type[ResourceTemplate], tuple[Any, ...]]:
+        # The read-only mapping of rules cannot be pickled; rebuild from the field sources.
+        return ResourceTemplate, tuple(self._source(name) for name in FIELDS)
+
+
+@dataclass(frozen=True)
+class _LatchGiB:
     """Latch's units: a number is GiB (rounded up to a whole byte); text is a quantity."""
 
-    def convert(value: Any) -> Any:
+    zero_is_unset: bool
+
+    def __call__(self, value: Any) -> Any:
         number = None if isinstance(value, str) else read_number(value)
         if number is None:
             return value
-        if number == 0 and zero_is_unset:
+        if number == 0 and self.zero_is_unset:
             return None
         return math.ceil(number * _GIB) if number > 0 else value
-
-    return convert
 
 
 def latch_custom(cpu: Any, memory: Any, storage_gib: Any = None) -> ResourceTemplate:
@@ -387,7 +395,7 @@ def latch_custom(cpu: Any, memory: Any, storage_gib: Any = None) -> ResourceTemp
     """
     fields = {}
     for name, value, zero_is_unset in (("memory", memory, False), ("disk", storage_gib, True)):
-        convert = _latch_gib(zero_is_unset)
+        convert = _LatchGiB(zero_is_unset)
         rule = _as_rule(value)
         fields[name] = _Rule(rule.source, convert) if rule else convert(value)
     return ResourceTemplate(cpu=cpu, **fields)

@@ -103,11 +103,8 @@ class Environment:
             combined = other
         elif isinstance(base, Resources) and isinstance(other, Resources):
             combined = base.override(other)
+        elif isinstance(base, Resources):
+            combined = ResourceTemplate.from_resources(base).override(other)
         else:
-            template = (
-                base
-                if isinstance(base, ResourceTemplate)
-                else (ResourceTemplate.from_resources(base))
-            )
-            combined = template.override(other)
+            combined = base.override(other)
         return dataclasses.replace(self, resources=combined)

@@ -8,10 +8,11 @@ them (``v100_x8_task`` has 128 cpus).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
+from typing import Any
 
 from taskcell.errors import LimitError, SpecError
 from taskcell.spec._util import did_you_mean
@@ -71,7 +72,15 @@ PROFILES: Mapping[str, PlatformLimits] = MappingProxyType({LATCH.name: LATCH})
 """Every known platform profile, by name."""
 
 
-def _over(field: str, asked: Range | None, most: int | Fraction, spell, unit: str, name: str):
+def _over(
+    field: str,
+    asked: Range | None,
+    most: int | Fraction,
+    spell: Callable[[Any], str],
+    unit: str,
+    name: str,
+) -> str | None:
+    """The sentence saying ``asked`` exceeds ``most``, or None when it does not."""
     if asked is None or asked.limit <= most:
         return None
     side = "" if asked.is_fixed else " (the limit of the range)"

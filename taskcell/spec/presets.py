@@ -142,6 +142,10 @@ def catalogue(
     return merged
 
 
+# get_preset() and presets_frame() take a parameter named ``catalogue``, as the API promises.
+_all = catalogue
+
+
 def get_preset(name: str, catalogue: Mapping[str, Resources] | None = None) -> Resources:
     """Look a preset up by name.
 
@@ -173,9 +177,6 @@ def get_preset(name: str, catalogue: Mapping[str, Resources] | None = None) -> R
             f"preset= {name!r} is not a known preset{hint} (known: {', '.join(presets)})"
         )
     return presets[name]
-
-
-_all = catalogue
 
 
 def _count(resources: Resources) -> int | None:

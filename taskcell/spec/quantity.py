@@ -126,9 +126,12 @@ def parse_quantity(value: int | float | str, field: str) -> int:
 def format_quantity(n: int) -> str:
     """Spell a byte count canonically.
 
-    The rule: the largest binary suffix (``Ei`` ... ``Ki``) that divides ``n`` exactly,
-    else the largest decimal suffix (``E`` ... ``k``) that divides it exactly, else plain
-    digits. ``parse_quantity(format_quantity(n), field) == n`` for every ``n > 0``.
+    The rule: of three candidates -- the largest binary suffix (``Ei`` ... ``Ki``) that divides
+    ``n`` exactly, the largest decimal suffix (``E`` ... ``k``) that divides it exactly, and plain
+    digits -- the one with the fewest digits, binary winning a tie, then decimal. So binary
+    sizes read binary (``"1536Mi"``) and decimal sizes read decimal (``"2G"``, not
+    ``"1953125Ki"``, although 2 000 000 000 is a multiple of 1024).
+    ``parse_quantity(format_quantity(n), field) == n`` for every ``n > 0``.
 
     Parameters
     ----------
@@ -154,9 +157,12 @@ def format_quantity(n: int) -> str:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise SpecError(f"format_quantity() takes a number of bytes >= 0, got {n!r}")
-    if n:
-        for table in (BINARY_SUFFIXES, DECIMAL_SUFFIXES):
-            for suffix, size in reversed(table.items()):
-                if n % size == 0:
-                    return f"{n // size}{suffix}"
-    return str(n)
+    candidates = []
+    for table in (BINARY_SUFFIXES, DECIMAL_SUFFIXES):
+        exact = [suffix for suffix, size in table.items() if n and n % size == 0]
+        if exact:
+            candidates.append((n // table[exact[-1]], exact[-1]))
+    candidates.append((n, ""))
+    # min() keeps the first of equals: binary wins a tie, then decimal, then plain digits.
+    amount, suffix = min(candidates, key=lambda candidate: len(str(candidate[0])))
+    return f"{amount}{suffix}"

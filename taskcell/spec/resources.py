@@ -159,6 +159,10 @@ class Resources:
         fields = (self.cpu, self.memory, self.gpu, self.disk, self.shm)
         return hash((*fields, tuple(self.extra.items())))
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        # The read-only ``extra`` view cannot be pickled; requests travel to Dask workers.
+        return Resources.from_dict, (self.to_dict(),)
+
     def _spelled(self) -> dict[str, str | list[str] | dict[str, int | float]]:
         """Each set field in its canonical text (a range as a two-item list when not fixed)."""
         out: dict[str, Any] = {}

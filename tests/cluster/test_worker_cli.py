@@ -158,18 +158,33 @@ def test_scheduler_file_may_replace_the_address(fake_gpus, capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([SCHEDULER, "--nworkers", "0"], "argument --nworkers: expected a whole number of at least 1, got '0'"),
-        ([SCHEDULER, "--nworkers", "two"], "argument --nworkers: expected a whole number of at least 1, got 'two'"),
+        (
+            [SCHEDULER, "--nworkers", "0"],
+            "argument --nworkers: expected a whole number of at least 1, got '0'",
+        ),
+        (
+            [SCHEDULER, "--nworkers", "two"],
+            "argument --nworkers: expected a whole number of at least 1, got 'two'",
+        ),
         (
             [SCHEDULER, "--resources", "GPU=two"],
             "argument --resources: expected NAME=NUMBER pairs with NUMBER at least 0, "
             "separated by commas, such as \"GPU=2,process=1\", got 'GPU=two'",
         ),
         ([SCHEDULER, "--resources", "GPU"], "got 'GPU'"),
-        ([SCHEDULER, "--resources", "process=1,GPU=-1"], "got 'process=1,GPU=-1' ('GPU=-1' is not)"),
-        ([SCHEDULER, "--scratch", "/no/such/dir"], "argument --scratch: expected an existing directory, got '/no/such/dir'"),
+        (
+            [SCHEDULER, "--resources", "process=1,GPU=-1"],
+            "got 'process=1,GPU=-1' (bad pair 'GPU=-1')",
+        ),
+        (
+            [SCHEDULER, "--scratch", "/no/such/dir"],
+            "argument --scratch: expected an existing directory, got '/no/such/dir'",
+        ),
         ([], "expected a scheduler address such as tcp://"),
-        ([SCHEDULER, "--no-nanny"], "unrecognized arguments: --no-nanny (options for dask worker go after --"),
+        (
+            [SCHEDULER, "--no-nanny"],
+            "unrecognized arguments: --no-nanny (options for dask worker go after --",
+        ),
         ([SCHEDULER, "--", "--nworkers", "4"], "--nworkers cannot be passed to dask worker"),
         ([SCHEDULER, "--", "--resources=GPU=1"], "--resources cannot be passed to dask worker"),
     ],
@@ -265,7 +280,10 @@ def test_run_workers_reports_a_signal_death_as_128_plus_n():
 
 def test_run_workers_sets_the_environment():
     check = "import os, sys; sys.exit(0 if os.environ['CUDA_VISIBLE_DEVICES'] == '' else 4)"
-    assert run_workers([WorkerCommand((sys.executable, "-c", check), {"CUDA_VISIBLE_DEVICES": ""})]) == 0
+    assert (
+        run_workers([WorkerCommand((sys.executable, "-c", check), {"CUDA_VISIBLE_DEVICES": ""})])
+        == 0
+    )
 
 
 # --- against a real scheduler -------------------------------------------------------------------

@@ -28,53 +28,63 @@ def cell(text: str) -> str:
 
 def test_inputs_in_outputs_back(gpu_kernel):
     gpu_kernel.run("x = 20; unused = object()")
-    out = gpu_kernel.run(cell("""
+    out = gpu_kernel.run(
+        cell("""
         %%task
         y = x + 1
         z = y * 2
-    """))
+    """)
+    )
     assert out.status == "ok", out.error_text
     assert gpu_kernel.value("(y, z)") == (21, 42)
 
 
 def test_augmented_assignment_and_del(gpu_kernel):
     gpu_kernel.run("counter = 1; doomed = 5")
-    out = gpu_kernel.run(cell("""
+    out = gpu_kernel.run(
+        cell("""
         %%task
         counter += 1
         del doomed
-    """))
+    """)
+    )
     assert out.status == "ok", out.error_text
     assert gpu_kernel.value("(counter, 'doomed' in globals())") == (2, False)
 
 
 def test_notebook_functions_classes_and_imports_travel(gpu_kernel):
-    gpu_kernel.run(cell("""
+    gpu_kernel.run(
+        cell("""
         scale = 3
         def helper(v):
             return v * scale
         class Box:
             def __init__(self, v):
                 self.v = v
-    """))
-    out = gpu_kernel.run(cell("""
+    """)
+    )
+    out = gpu_kernel.run(
+        cell("""
         %%task
         import math
         box = Box(helper(2))
         root = math.sqrt(box.v + 10)
-    """))
+    """)
+    )
     assert out.status == "ok", out.error_text
     assert gpu_kernel.value("(box.v, root, math.pi > 3)") == (6, 4.0, True)
 
 
 def test_failure_leaves_namespace_unchanged_and_shows_user_traceback(gpu_kernel):
     gpu_kernel.run("a = 100")
-    out = gpu_kernel.run(cell("""
+    out = gpu_kernel.run(
+        cell("""
         %%task
         a = 1
         b = 2
         1 / 0
-    """))
+    """)
+    )
     assert out.status == "error"
     assert "ZeroDivisionError" in out.error_text
     assert "line 4" in out.error_text and "1 / 0" in out.error_text
@@ -91,13 +101,15 @@ def test_last_expression_is_out_and_semicolon_hides_it(gpu_kernel):
 
 
 def test_output_streams_while_the_cell_runs(gpu_kernel):
-    out = gpu_kernel.run(cell("""
+    out = gpu_kernel.run(
+        cell("""
         %%task
         import time
         for i in range(4):
             print("tick", i, flush=True)
             time.sleep(0.5)
-    """))
+    """)
+    )
     assert out.status == "ok", out.error_text
     ticks = [m for m in out.of_type("stream") if "tick" in m["content"]["text"]]
     assert "tick 0" in ticks[0]["content"]["text"]
@@ -105,11 +117,13 @@ def test_output_streams_while_the_cell_runs(gpu_kernel):
 
 
 def test_display_output_appears(gpu_kernel):
-    out = gpu_kernel.run(cell("""
+    out = gpu_kernel.run(
+        cell("""
         %%task
         import pandas as pd
         display(pd.DataFrame({"a": [1, 2]}))
-    """))
+    """)
+    )
     assert out.status == "ok", out.error_text
     assert any("text/html" in d and "<table" in d["text/html"] for d in out.displays)
 
@@ -143,13 +157,15 @@ def test_infeasible_request_fails_at_once_with_the_shortfall(gpu_kernel):
 
 
 def test_gpu_tasks_see_only_their_own_devices(gpu_kernel):
-    out = gpu_kernel.run(cell("""
+    out = gpu_kernel.run(
+        cell("""
         h1 = get_ipython().run_cell_magic("task", "--gpu 1 --bg",
             "import os, time\\ntime.sleep(1)\\nseen1 = os.environ['CUDA_VISIBLE_DEVICES']")
         h2 = get_ipython().run_cell_magic("task", "--gpu 1 --bg",
             "import os, time\\ntime.sleep(1)\\nseen2 = os.environ['CUDA_VISIBLE_DEVICES']")
         h1.wait(60); h2.wait(60)
-    """))
+    """)
+    )
     assert out.status == "ok", out.error_text
     assert sorted(gpu_kernel.value("[seen1, seen2]")) == ["0", "1"]
     assert gpu_kernel.value("__import__('os').environ.get('CUDA_VISIBLE_DEVICES')") is None

@@ -119,6 +119,8 @@ FORMATTED = [
     (1024**6, "1Ei"),
     (10**18, "1E"),
     (3 * 1024**4, "3Ti"),
+    (1000 * 1024, "1000Ki"),
+    (2 * 10**9, "2G"),
     (0, "0"),
 ]
 
@@ -143,3 +145,8 @@ def test_format_then_parse_round_trips(n: int) -> None:
 def test_canonical_spelling_is_stable(amount: int, suffix: str) -> None:
     text = format_quantity(parse_quantity(f"{amount}{suffix}", "disk"))
     assert format_quantity(parse_quantity(text, "disk")) == text
+
+
+@pytest.mark.parametrize("text", ["2G", "1T", "1E", "64G", "3M", "750G"])
+def test_decimal_sizes_stay_decimal(text: str) -> None:
+    assert format_quantity(parse_quantity(text, "memory")) == text
