@@ -12,6 +12,16 @@ from collections.abc import Iterator, Mapping
 import pytest
 
 
+def most_at_once(intervals):
+    """The largest number of (start, end) intervals that overlap at one instant."""
+    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:
@@ -89,10 +99,11 @@ def dask_processes() -> Iterator[DaskProcesses]:
 class KernelSession:
     """A real IPython kernel (jupyter_client), fed code as a notebook would feed it."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
         from jupyter_client.manager import start_new_kernel
 
-        self.manager, self.client = start_new_kernel(kernel_name="python3")
+        extra = {"env": {**os.environ, **env}} if env else {}
+        self.manager, self.client = start_new_kernel(kernel_name="python3", **extra)
 
     def run(self, code: str, timeout: float = 60) -> Execution:
         """Execute ``code`` and collect every output message it produced."""

@@ -59,7 +59,7 @@ class TaskMagics(Magics):
         ns = self.shell.user_ns
         try:
             parsed = parse_task_line(line)
-            request = build_request(parsed, config.presets(), self.environments, ns)
+            request = build_request(parsed, config.presets, self.environments, ns)
         except SpecError as e:
             raise UsageError(str(e)) from None
         count = self.shell.execution_count
@@ -96,7 +96,7 @@ class TaskMagics(Magics):
             return None
         try:
             parsed = parse_task_line(rest)
-            request = build_request(parsed, config.presets(), self.environments, {})
+            request = build_request(parsed, config.presets, self.environments, {})
         except SpecError as e:
             raise UsageError(str(e)) from None
         self.environments[name] = Environment(name, request)

@@ -1,1 +1,46 @@
-"""taskcell.planner."""
+"""taskcell.planner: live occupancy, preset suggestions, right-sizing from measured use.
+
+- :func:`occupancy`, :func:`occupancy_history`, :func:`snapshot`, :class:`OccupancyFeed`: what
+  every worker has and holds, pushed by a scheduler plugin (:mod:`.plugin`), in the one schema
+  (:mod:`.schema`) the notebook panel and the JupyterLab sidebar share.
+- :func:`suggest`: the smallest preset for an input's size and a workload profile, and which
+  live workers can run it.
+- :func:`review` and :func:`auto_preset`: what past runs used against what they asked for.
+
+Names are imported on first use, so ``import taskcell.planner`` costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "occupancy": "taskcell.planner.feed",
+    "occupancy_history": "taskcell.planner.feed",
+    "snapshot": "taskcell.planner.feed",
+    "install": "taskcell.planner.feed",
+    "OccupancyFeed": "taskcell.planner.feed",
+    "suggest": "taskcell.planner.suggestion",
+    "Suggestion": "taskcell.planner.suggestion",
+    "capacities": "taskcell.planner.suggestion",
+    "input_size": "taskcell.planner.sizing",
+    "Profile": "taskcell.planner.workloads",
+    "profiles": "taskcell.planner.workloads",
+    "get_profile": "taskcell.planner.workloads",
+    "profile_names": "taskcell.planner.workloads",
+    "describe_profile": "taskcell.planner.workloads",
+    "DEFAULT_PROFILE": "taskcell.planner.workloads",
+    "review": "taskcell.planner.rightsize",
+    "Hint": "taskcell.planner.rightsize",
+    "auto_preset": "taskcell.planner.rightsize",
+    "AutoChoice": "taskcell.planner.rightsize",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'taskcell.planner' has no attribute {name!r}")

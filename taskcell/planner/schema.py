@@ -3,6 +3,20 @@
 A snapshot is plain JSON (these are ``TypedDict``s): what every worker has, what its running
 tasks hold, what its assigned-but-waiting tasks hold, and why each queued task waits.
 Amounts are numbers in the resource's own unit (bytes for ``MEMORY``/``DISK``/``SHM``).
+
+Resources are Dask's abstract resources as the workers advertise them (``GPU``, ``MEMORY``,
+``gpu``, ``GPU-A100``...; see :mod:`taskcell.cluster.names`), plus ``threads``, which every
+worker has: its Dask threads, each running task holding one. ``running`` is what the tasks
+that run hold; ``assigned`` is what the tasks placed on the worker but not yet started there
+ask for (Dask's ``used_resources`` is their sum). ``assigned`` may exceed what is free: those
+tasks wait on the worker until running ones finish. No amount is ever negative.
+
+Lists are bounded so an update stays small whatever the queue: a worker's ``tasks`` holds
+every running task and its ten oldest assigned ones (``running_tasks``/``assigned_tasks``
+count them all); ``queue`` holds at most 100 tasks (``queued`` counts them all).
+
+The planner's answers travel as JSON too: :class:`SuggestionInfo` (``suggest(...).to_dict()``)
+and :class:`HintInfo` (``review(...)[i].to_dict()``).
 """
 
 from __future__ import annotations
@@ -10,7 +24,8 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 #: running: executing on a worker; assigned: placed on a worker, waiting there for resources
-#: or a thread; queued: on the scheduler, no worker chosen yet (``no-worker`` or queued).
+#: or a thread; queued: on the scheduler, no worker chosen yet (``no-worker``, queued, or a
+#: resource-annotated task still waiting for its inputs).
 TaskState = Literal["running", "assigned", "queued"]
 
 
@@ -24,7 +39,13 @@ class ResourceUse(TypedDict):
 
 
 class TaskInfo(TypedDict):
-    """A task that holds, or waits for, resources."""
+    """A task that holds, or waits for, resources.
+
+    ``name`` is the cell's task name (``cell-3``, or ``--name``) for taskcell tasks and Dask's
+    key prefix otherwise; ``request`` its Dask resources; ``since`` (Unix time) when it started
+    running, was assigned, or was queued; ``waiting_for`` says, for assigned and queued tasks,
+    what it waits for ("no live worker can ever run it: asks GPU=4; ...").
+    """
 
     key: str
     name: str
@@ -41,15 +62,76 @@ class WorkerSnapshot(TypedDict):
     address: str
     name: str
     nthreads: int
+    #: Dask's memory limit of the worker in bytes (0: none).
+    memory_limit: int
     resources: list[ResourceUse]
     tasks: list[TaskInfo]
+    #: How many tasks run on it, and how many are assigned to it and wait (all of them,
+    #: whereas ``tasks`` lists at most ten waiting ones).
+    running_tasks: int
+    assigned_tasks: int
 
 
 class Snapshot(TypedDict):
-    """The whole cluster at one moment."""
+    """The whole cluster at one moment.
+
+    ``seq`` increases by one with every change the scheduler publishes; two snapshots with the
+    same ``scheduler`` and ``seq`` are the same.
+    """
 
     scheduler: str
     time: float
+    seq: int
     workers: list[WorkerSnapshot]
     totals: list[ResourceUse]
     queue: list[TaskInfo]
+    #: How many tasks are queued in all (``queue`` lists at most 100).
+    queued: int
+
+
+class WorkerVerdict(TypedDict):
+    """Whether one live worker can run a suggested request, and if not, what it lacks."""
+
+    address: str
+    name: str
+    able: bool
+    reason: str
+
+
+class SuggestionInfo(TypedDict):
+    """The planner's answer for an input size and a workload profile.
+
+    ``preset`` is None when no preset fits; ``line`` is then a custom ``%%task`` line when the
+    need can be asked for directly, else None. ``request`` is :meth:`Resources.to_dict` output.
+    """
+
+    size: int
+    profile: str
+    memory: int
+    disk: int
+    gpu: str | None
+    preset: str | None
+    request: dict | None
+    line: str | None
+    fits: bool
+    message: str
+    workers: list[WorkerVerdict]
+
+
+class HintInfo(TypedDict):
+    """A right-sizing hint from a finished task's measured use.
+
+    ``kind``: over-requested (used under a quarter of what it asked) or near-limit (used over
+    90% of its limit); ``resource``: memory (bytes) or cpu (cores); ``preset`` and ``line``:
+    what would have fit, or None.
+    """
+
+    key: str
+    cell: str
+    kind: Literal["over-requested", "near-limit"]
+    resource: Literal["memory", "cpu"]
+    requested: float
+    used: float
+    message: str
+    preset: str | None
+    line: str | None

@@ -99,6 +99,7 @@ def submit_cell(
     future = client.submit(
         run_cell, job, remote, key=key, resources=placement.resources or None, pure=False
     )
+    future.add_done_callback(lambda _: events.put({"kind": "ended"}))
     return Submission(
         future,
         job,
@@ -188,15 +189,18 @@ def _status(client: Client, sub: Submission, waited: float, retries: int) -> str
     if not sub.attempts:
         return _waiting_reason(sub, waited)
     worker = sub.attempts[-1]
-    if worker not in {w.address for w in live_workers(client)}:
-        if len(sub.attempts) > retries:
-            sub.future.cancel()
-            sub.record.finish("lost")
-            raise ClusterError(
-                f"worker {worker} died while running this cell; nothing was written back. "
-                f"Use --retries N to run it again on another worker."
-            )
-        return f"worker {worker} died; retrying ({len(sub.attempts)} of {retries} retries)"
+    live = {w.address for w in live_workers(client)}
+    dead = sub.attempts[:-1] + ([worker] if worker not in live else [])
+    if len(dead) > retries:
+        sub.future.cancel()
+        sub.record.finish("lost")
+        raise ClusterError(
+            f"worker {dead[-1]} died while running this cell; nothing was written back. "
+            + (f"It was retried {retries} time(s). " if retries else "")
+            + "Use --retries N to run it again on another worker when a worker dies."
+        )
+    if worker not in live:
+        return f"worker {worker} died; waiting to run the cell again ({len(dead)} of {retries})"
     return f"running on {worker} for {sub.record.elapsed():.1f} s"
 
 

@@ -5,7 +5,7 @@ A cell runs in the main thread of a process of its own, so an interrupt is a rea
 anything imports CUDA, and its CPU time and peak memory are its own. The process stays warm
 between cells; each cell gets a fresh namespace.
 
-Messages both ways are cloudpickled tuples over one socket: the worker sends a
+Messages both ways are tuples over one socket (see :mod:`taskcell.runner.wire`): the worker sends a
 :class:`~taskcell.runner.job.CellJob`; the child answers with any number of
 ``("stream", name, text)`` and ``("display", bundle)`` messages, then one of
 ``("done", outputs, value, usage)``, ``("error", traceback_text, type_name)`` or
@@ -28,8 +28,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-import cloudpickle
-
+from taskcell.runner import wire
 from taskcell.runner.job import CellJob, Usage
 
 _PR_SET_PDEATHSIG = 1
@@ -47,12 +46,8 @@ class _Stream(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if text:
-            _send(self._conn, ("stream", self.name, text))
+            wire.send(self._conn, ("stream", self.name, text))
         return len(text)
-
-
-def _send(conn: Connection, message: tuple) -> None:
-    conn.send_bytes(cloudpickle.dumps(message))
 
 
 def _display_function(conn: Connection):
@@ -63,7 +58,7 @@ def _display_function(conn: Connection):
         formatter = DisplayFormatter()
         for obj in objs:
             data, metadata = formatter.format(obj)
-            _send(conn, ("display", {"data": data, "metadata": metadata}))
+            wire.send(conn, ("display", {"data": data, "metadata": metadata}))
 
     return display
 
@@ -136,7 +131,7 @@ def serve(conn: Connection) -> None:
     """Run jobs until the worker closes the socket."""
     while True:
         try:
-            job = cloudpickle.loads(conn.recv_bytes())
+            job = wire.receive(conn)
         except EOFError:
             return
         except KeyboardInterrupt:
@@ -146,9 +141,11 @@ def serve(conn: Connection) -> None:
         except KeyboardInterrupt:
             reply = ("interrupted",)
         try:
-            _send(conn, reply)
+            wire.send(conn, reply)
         except Exception as e:  # an output that cannot be pickled
-            _send(conn, ("error", f"cannot send the cell's outputs back: {e!r}\n", "PicklingError"))
+            wire.send(
+                conn, ("error", f"cannot send the cell's outputs back: {e!r}\n", "PicklingError")
+            )
 
 
 def main() -> None:

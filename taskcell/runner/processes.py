@@ -13,19 +13,19 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
 
-import cloudpickle
+from taskcell.runner import wire
 
 
 class CellProcess:
     """One ``taskcell.runner.child`` process and the socket to it."""
 
-    def __init__(self, visible_devices: str) -> None:
+    def __init__(self, visible_devices: str, environ: Mapping[str, str]) -> None:
         ours, theirs = socket.socketpair()
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible_devices}
+        env = {**os.environ, **environ, "CUDA_VISIBLE_DEVICES": visible_devices}
         self.visible_devices = visible_devices
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "taskcell.runner.child", str(theirs.fileno())],
@@ -36,11 +36,11 @@ class CellProcess:
         self.conn = Connection(ours.detach())
 
     def send(self, message: object) -> None:
-        self.conn.send_bytes(cloudpickle.dumps(message))
+        wire.send(self.conn, message)
 
     def receive(self) -> tuple:
         """The next message; EOFError when the process has died."""
-        return cloudpickle.loads(self.conn.recv_bytes())
+        return wire.receive(self.conn)
 
     def interrupt(self) -> None:
         if self.proc.poll() is None:
@@ -59,7 +59,8 @@ class CellProcess:
 class CellProcesses:
     """The worker's pool of idle cell processes, its free GPUs and the cells now running."""
 
-    def __init__(self, devices: list[str]) -> None:
+    def __init__(self, devices: list[str], environ: Mapping[str, str]) -> None:
+        self._environ = dict(environ)
         self._lock = threading.Lock()
         self._idle: list[CellProcess] = []
         self._free_devices = list(devices)
@@ -75,7 +76,7 @@ class CellProcesses:
             process = matching[0] if matching else None
             if process is not None:
                 self._idle.remove(process)
-        process = process or CellProcess(visible)
+        process = process or CellProcess(visible, self._environ)
         self.running[key] = process
         try:
             yield process

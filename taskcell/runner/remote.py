@@ -9,6 +9,7 @@ worker until the notebook fetches it, so a large one can stay there.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from taskcell.runner.job import CellJob, Usage
 from taskcell.runner.processes import CellProcesses, worker_devices
 
 _processes: CellProcesses | None = None
+_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,21 @@ class CellResult:
 
 def _pool() -> CellProcesses:
     global _processes
-    if _processes is None:
-        resources = get_worker().state.total_resources
-        gpus = sum(v for k, v in resources.items() if k.casefold() == "gpu")
-        _processes = CellProcesses(worker_devices(gpus))
+    with _lock:
+        if _processes is None:
+            worker = get_worker()
+            gpus = sum(v for k, v in worker.state.total_resources.items() if k.casefold() == "gpu")
+            _processes = CellProcesses(worker_devices(gpus), _worker_environ(worker))
     return _processes
+
+
+def _worker_environ(worker) -> dict[str, str]:
+    """What a cell process knows of its worker: ``distributed.get_client()`` works there."""
+    return {
+        "TASKCELL_WORKER_ADDRESS": worker.address,
+        "TASKCELL_WORKER_NAME": str(worker.name),
+        "DASK_SCHEDULER_ADDRESS": worker.scheduler.address,
+    }
 
 
 def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:

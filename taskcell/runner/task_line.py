@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import ast
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,7 +114,7 @@ def parse_extra(text: str) -> dict[str, float]:
 
 def build_request(
     line: TaskLine,
-    presets: Mapping[str, Resources],
+    presets: Callable[[], Mapping[str, Resources]],
     environments: Mapping[str, Environment],
     namespace: Mapping[str, Any],
 ) -> Resources:
@@ -122,6 +122,7 @@ def build_request(
 
     Each layer replaces the one before it field by field. A field that is not a valid value
     but is a Python expression is evaluated in ``namespace`` now, so it can depend on inputs.
+    ``presets`` is called only when the line names a preset (reading them costs a file read).
     """
     request = Resources()
     if line.env is not None:
@@ -130,7 +131,7 @@ def build_request(
             raise SpecError(f"--env {line.env!r} is not a defined environment ({known})")
         request = request.override(environments[line.env].resources or Resources())
     if line.preset is not None:
-        request = request.override(_preset(line.preset, presets))
+        request = request.override(_preset(line.preset, presets()))
     own = {f: _value(f, text, namespace) for f, text in line.fields.items()}
     return request.override(Resources(**own, extra=dict(line.extra) or None))
 

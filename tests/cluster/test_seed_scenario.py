@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import most_at_once
 from distributed import Client, get_worker
 
 from taskcell import Resources, task
@@ -28,16 +29,6 @@ def process(data):
 @task(resources=Resources(memory=70e9))
 def aggregate(processed):
     return {"worker": get_worker().name, "count": len(processed)}
-
-
-def most_at_once(intervals):
-    """The largest number of (start, end) intervals that overlap at one instant."""
-    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 def run_seed_computation(address, n_files=12):

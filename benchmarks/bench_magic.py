@@ -1,0 +1,100 @@
+"""``%%task`` against the raw Dask equivalent on the same LocalCluster (issue 3).
+
+The cells run through IPython's own ``run_cell_magic`` in this process, as a kernel runs them.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+
+N_CELLS = 200
+MIB = 2**20
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def _seconds(fn, n: int = 1) -> float:
+    started = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - started) / n
+
+
+def run() -> list[dict]:
+    import numpy as np
+    from distributed import Client, LocalCluster
+    from IPython.core.interactiveshell import InteractiveShell
+
+    rows = []
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        shell = InteractiveShell.instance()
+        shell.run_line_magic("load_ext", "taskcell")
+        shell.run_line_magic("task_cluster", cluster.scheduler_address)
+        cell = lambda body, line="": shell.run_cell_magic("task", line, body)  # noqa: E731
+
+        raw = lambda: client.submit(int, 1, pure=False).result()  # noqa: E731
+        ours = lambda: cell("y = 1")  # noqa: E731
+        _seconds(raw, 20), _seconds(ours, 20)
+        raw_s = _seconds(raw, N_CELLS)
+        ours_s = _seconds(ours, N_CELLS)
+        rows.append(
+            {
+                "benchmark": "trivial %%task cell round trip",
+                "taskcell_s": ours_s,
+                "baseline_s": raw_s,
+                "ratio": ours_s / raw_s,
+                "note": f"mean of {N_CELLS}; {1000 * (ours_s - raw_s):.1f} ms added per cell",
+            }
+        )
+
+        shell.user_ns["np"] = np
+        shell.user_ns["arr"] = np.ones(512 * MIB // 8)
+        peak_before = _peak_rss()
+        ours_s = _seconds(lambda: cell("n = len(arr)"))
+        growth = max(0, _peak_rss() - peak_before)
+        arr = shell.user_ns["arr"]
+        raw_s = _seconds(lambda: client.submit(len, client.scatter(arr), pure=False).result())
+        rows.append(
+            {
+                "benchmark": "512 MiB numpy input to a %%task cell",
+                "taskcell_s": ours_s,
+                "baseline_s": raw_s,
+                "ratio": ours_s / raw_s,
+                "note": f"raw: client.scatter + submit; kernel peak grew {growth / MIB:.0f} MiB",
+            }
+        )
+        del shell.user_ns["arr"], arr
+
+        rss_before = _rss()
+        ours_s = _seconds(lambda: cell("big = np.ones(2**27)"))
+        kept = _rss() - rss_before
+        big = shell.user_ns["big"]
+        assert type(big).__name__ == "RemoteValue", type(big)
+        reuse_s = _seconds(lambda: cell("total = float(big.sum())"))
+        moved = _rss() - rss_before
+        remote = client.submit(np.ones, 2**27, pure=False)
+        raw_s = _seconds(lambda: client.submit(np.sum, remote, pure=False).result())
+        rows.append(
+            {
+                "benchmark": "next cell uses a 1 GiB result kept remote",
+                "taskcell_s": reuse_s,
+                "baseline_s": raw_s,
+                "ratio": reuse_s / raw_s,
+                "note": (
+                    f"making it took {ours_s:.2f} s; kernel memory grew {kept / MIB:.0f} MiB, "
+                    f"{moved / MIB:.0f} MiB after the next cell; raw: submit(np.sum, future)"
+                ),
+            }
+        )
+    return rows

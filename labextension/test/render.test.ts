@@ -1,0 +1,247 @@
+// @vitest-environment happy-dom
+import { describe, expect, it } from 'vitest';
+
+import type { IClusterInfo, ISuggestion } from '../src/api';
+import {
+  MAX_WORKER_ROWS,
+  clusterLabel,
+  formatAmount,
+  pickCluster,
+  renderBar,
+  renderSnapshot,
+  renderState,
+  renderSuggestion,
+  useLabel,
+  withTaskLine
+} from '../src/render';
+import { gpuSnapshot, state, task, use, worker } from './fixtures';
+
+const GiB = 2 ** 30;
+
+function widths(bar: HTMLElement): [string, string] {
+  const running = bar.querySelector<HTMLElement>('.jp-taskcell-bar-running')!;
+  const assigned = bar.querySelector<HTMLElement>('.jp-taskcell-bar-assigned')!;
+  return [running.style.width, assigned.style.width];
+}
+
+describe('formatAmount', () => {
+  it.each([
+    ['GPU', 1, '1'],
+    ['GPU', 0.5, '0.5'],
+    ['threads', 0.1 + 0.2, '0.3'],
+    ['MEMORY', 512, '512 B'],
+    ['MEMORY', 1.5 * GiB, '1.5 GiB'],
+    ['memory', 4 * GiB, '4.0 GiB'],
+    ['SHM', 64 * 2 ** 20, '64.0 MiB'],
+    ['DISK', 200 * GiB, '200 GiB'],
+    ['DISK', 3 * 2 ** 40, '3.0 TiB']
+  ])('%s %d -> %s', (resource, value, text) => {
+    expect(formatAmount(resource, value)).toBe(text);
+  });
+});
+
+describe('renderBar', () => {
+  it('shows one of two GPUs in use as half a bar', () => {
+    const row = renderBar(use('GPU', 2, 1));
+    expect(row.dataset.resource).toBe('GPU');
+    expect(row.querySelector('.jp-taskcell-resource-label')!.textContent).toBe('1 of 2 GPU in use');
+    expect(widths(row)).toEqual(['50.0%', '0.0%']);
+    expect(row.querySelector('.jp-taskcell-bar')!.getAttribute('aria-valuenow')).toBe('1');
+  });
+
+  it('tells running and assigned apart, and caps the waiting part at what is free', () => {
+    const row = renderBar(use('GPU', 2, 1, 3));
+    expect(useLabel(use('GPU', 2, 1, 3))).toBe('1 of 2 GPU in use, 3 waiting');
+    expect(widths(row)).toEqual(['50.0%', '50.0%']);
+    expect(row.querySelector('.jp-taskcell-bar-oversubscribed')).not.toBeNull();
+  });
+
+  it('spells bytes in binary units', () => {
+    const row = renderBar(use('MEMORY', 4 * GiB, GiB, 2 * GiB));
+    expect(row.textContent).toContain('1.0 GiB of 4.0 GiB MEMORY in use, 2.0 GiB waiting');
+    expect(widths(row)).toEqual(['25.0%', '50.0%']);
+  });
+
+  it('draws an empty bar, not NaN, for a resource with nothing in it', () => {
+    const row = renderBar(use('GPU', 0));
+    expect(widths(row)).toEqual(['0.0%', '0.0%']);
+    expect(row.textContent).toContain('0 of 0 GPU in use');
+  });
+});
+
+describe('renderSnapshot', () => {
+  it('draws a row per worker with a bar per resource, and its running task', () => {
+    const root = renderSnapshot(gpuSnapshot(1));
+    const box = root.querySelector<HTMLElement>('.jp-taskcell-worker[data-name="gpu-box"]')!;
+    const gpu = box.querySelector<HTMLElement>('.jp-taskcell-resource[data-resource="GPU"]')!;
+    expect(gpu.dataset.running).toBe('1');
+    expect(gpu.dataset.total).toBe('2');
+    expect(box.querySelectorAll('.jp-taskcell-resource')).toHaveLength(2);
+    const running = box.querySelectorAll('.jp-taskcell-task-running');
+    expect(running).toHaveLength(1);
+    expect(running[0].textContent).toContain('cell-3');
+    expect(running[0].textContent).toContain('GPU 1');
+    expect(root.querySelector('.jp-taskcell-totals')!.textContent).toContain('1 of 2 GPU in use');
+  });
+
+  it('shows none in use when the task has ended', () => {
+    const root = renderSnapshot(gpuSnapshot(0));
+    const gpu = root.querySelector<HTMLElement>(
+      '.jp-taskcell-worker .jp-taskcell-resource[data-resource="GPU"]'
+    )!;
+    expect(gpu.textContent).toContain('0 of 2 GPU in use');
+    expect(root.querySelectorAll('.jp-taskcell-worker .jp-taskcell-task')).toHaveLength(0);
+  });
+
+  it('lists the queue with what each task waits for, and counts what it does not list', () => {
+    const snapshot = gpuSnapshot(1);
+    snapshot.queue = [
+      task('big-1', 'queued', { request: { GPU: 4 }, waiting_for: 'no live worker has GPU=4' })
+    ];
+    snapshot.queued = 120;
+    const queue = renderSnapshot(snapshot).querySelector('.jp-taskcell-queue')!;
+    expect(queue.querySelector('.jp-taskcell-heading')!.textContent).toBe('Queue: 120');
+    expect(queue.querySelector('.jp-taskcell-task-reason')!.textContent).toBe(
+      'no live worker has GPU=4'
+    );
+    expect(queue.querySelector('.jp-taskcell-more')!.textContent).toBe('and 119 more');
+  });
+
+  it('puts running tasks before waiting ones and says how many more wait', () => {
+    const tasks = [
+      task('b-2', 'assigned', { since: 5, waiting_for: 'GPU busy' }),
+      task('a-1', 'running', { since: 9 })
+    ];
+    const w = worker('gpu-box', [use('GPU', 1, 1, 1)], tasks);
+    w.assigned_tasks = 12;
+    const root = renderSnapshot({ ...gpuSnapshot(), workers: [w] });
+    const states = [...root.querySelectorAll('.jp-taskcell-worker .jp-taskcell-task-state')];
+    expect(states.map(s => s.textContent)).toEqual(['running', 'assigned']);
+    expect(root.querySelector('.jp-taskcell-worker .jp-taskcell-more')!.textContent).toBe(
+      'and 11 more waiting on this worker'
+    );
+  });
+
+  it('draws the busiest workers first and at most MAX_WORKER_ROWS of them', () => {
+    const workers = Array.from({ length: MAX_WORKER_ROWS + 10 }, (_, i) =>
+      worker(`w${String(i).padStart(3, '0')}`, [use('GPU', 2, i === 30 ? 2 : 0)])
+    );
+    const root = renderSnapshot({ ...gpuSnapshot(), workers });
+    const rows = root.querySelectorAll<HTMLElement>('.jp-taskcell-worker');
+    expect(rows).toHaveLength(MAX_WORKER_ROWS);
+    expect(rows[0].dataset.name).toBe('w030');
+    expect(root.querySelector('.jp-taskcell-workers > .jp-taskcell-more')!.textContent).toContain(
+      'and 10 more'
+    );
+  });
+
+  it('says so when no worker is connected', () => {
+    const root = renderSnapshot({ ...gpuSnapshot(), workers: [], totals: [] });
+    expect(root.textContent).toContain('No workers are connected to this scheduler.');
+  });
+});
+
+describe('renderState', () => {
+  it('marks a live cluster connected', () => {
+    const root = renderState(state(gpuSnapshot(1)));
+    expect(root.querySelector<HTMLElement>('.jp-taskcell-status')!.dataset.status).toBe('connected');
+    expect(root.querySelector('.jp-taskcell-stale')).toBeNull();
+  });
+
+  it('says an unreachable scheduler is unreachable, and dims its last snapshot', () => {
+    const message = 'lost the connection to the scheduler at tcp://127.0.0.1:8786';
+    const root = renderState(state(gpuSnapshot(1), { status: 'unreachable', message }));
+    expect(root.querySelector('.jp-taskcell-status-unreachable')!.textContent).toBe(
+      `Scheduler unreachable${message}`
+    );
+    expect(root.querySelector('.jp-taskcell-snapshot.jp-taskcell-stale')).not.toBeNull();
+  });
+
+  it('shows a cluster never reached without a snapshot', () => {
+    const root = renderState(state(null, { status: 'unreachable', message: 'cannot reach' }));
+    expect(root.querySelector('.jp-taskcell-snapshot')).toBeNull();
+  });
+});
+
+describe('choosing a cluster', () => {
+  const clusters: IClusterInfo[] = [
+    {
+      id: 'one',
+      address: 'tcp://10.0.0.1:8786',
+      sources: ['config'],
+      notebooks: [],
+      kernels: [],
+      status: null
+    },
+    {
+      id: 'two',
+      address: 'tcp://10.0.0.2:8786',
+      sources: ['kernel'],
+      notebooks: [{ path: 'work/train.ipynb', name: 'train.ipynb', kernel_id: 'k' }],
+      kernels: ['k'],
+      status: 'connected'
+    }
+  ];
+
+  it("prefers the current notebook's own cluster", () => {
+    expect(pickCluster(clusters, 'work/train.ipynb', 'one')!.id).toBe('two');
+  });
+
+  it('else the one chosen, else the first', () => {
+    expect(pickCluster(clusters, 'other.ipynb', 'two')!.id).toBe('two');
+    expect(pickCluster(clusters, null, null)!.id).toBe('one');
+    expect(pickCluster([], 'x.ipynb', null)).toBeNull();
+  });
+
+  it('labels a cluster by its notebooks', () => {
+    expect(clusterLabel(clusters[1])).toBe('train.ipynb (tcp://10.0.0.2:8786)');
+    expect(clusterLabel(clusters[0])).toBe('tcp://10.0.0.1:8786');
+  });
+});
+
+describe('the planner', () => {
+  const suggestion: ISuggestion = {
+    size: 2 ** 20,
+    profile: 'light',
+    memory: 2 ** 20,
+    disk: 0,
+    gpu: null,
+    preset: 'small_task',
+    request: { cpu: '2', memory: '4Gi' },
+    line: '%%task small_task',
+    fits: true,
+    message: 'small_task fits',
+    workers: [
+      { address: 'tcp://a:1', name: 'gpu-box', able: true, reason: 'can run it' },
+      { address: 'tcp://b:1', name: 'small-box', able: false, reason: 'lacks threads: asks 2, has 1' }
+    ]
+  };
+
+  it('shows the line and which workers can run it', () => {
+    const root = renderSuggestion(suggestion);
+    expect(root.querySelector('.jp-taskcell-task-line')!.textContent).toBe('%%task small_task');
+    expect(root.querySelector('.jp-taskcell-fit-count')!.textContent).toBe(
+      '1 of 2 live workers can run it'
+    );
+    expect(root.querySelector('.jp-taskcell-nofit')!.textContent).toBe(
+      'small-box: lacks threads: asks 2, has 1'
+    );
+  });
+
+  it('shows no line when there is none, and no workers when none were checked', () => {
+    const root = renderSuggestion({ ...suggestion, line: null, preset: null, fits: false, workers: [] });
+    expect(root.querySelector('.jp-taskcell-task-line')).toBeNull();
+    expect(root.querySelector('.jp-taskcell-fits')).toBeNull();
+    expect(root.classList.contains('jp-taskcell-suggestion-nofit')).toBe(true);
+  });
+
+  it.each([
+    ['x = 1', '%%task small_task\nx = 1'],
+    ['', '%%task small_task\n'],
+    ['%%task --gpu 1\nx = 1', '%%task small_task\nx = 1'],
+    ['  %%task large_task\nx = 1', '%%task small_task\nx = 1'],
+    ['# %%task in a comment\nx = 1', '%%task small_task\n# %%task in a comment\nx = 1']
+  ])('puts the line at the top of %j', (source, expected) => {
+    expect(withTaskLine(source, '%%task small_task')).toBe(expected);
+  });
+});

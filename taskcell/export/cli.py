@@ -1,0 +1,58 @@
+"""``taskcell export NOTEBOOK [-o FILE] [--target dask|flyte|latch]``.
+
+Writes the workflow module beside the notebook (``NOTEBOOK.py``) unless ``-o`` says where;
+``-o -`` prints it. Nothing is written when the export fails: the error names the cell, and the
+exit status is 1 (2 for a usage error). Warnings about cells kept only as comments go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from taskcell.export import TARGETS, ExportError, export_file, export_notebook
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="taskcell export",
+        description="Export a notebook's %%task cells and data flow to a workflow module.",
+    )
+    parser.add_argument("notebook", help="the .ipynb file")
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where to write the module (default: the notebook's name with .py; - for stdout)",
+    )
+    parser.add_argument(
+        "--target",
+        choices=TARGETS,
+        default="dask",
+        help="dask: run with taskcell on a Dask cluster (default); flyte: a Flyte 2 program; "
+        "latch: Latch SDK tasks",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``taskcell export``; return the exit status."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as e:  # argparse printed the usage
+        return int(e.code or 0)
+    try:
+        if args.output == "-":
+            sys.stdout.write(export_notebook(args.notebook, args.target))
+            return 0
+        path = export_file(args.notebook, args.output, args.target)
+    except ExportError as e:
+        print(f"taskcell export: error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

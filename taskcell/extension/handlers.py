@@ -1,0 +1,148 @@
+"""The REST API under ``/taskcell/api/``: thin handlers over :mod:`~taskcell.extension.clusters`,
+:mod:`~taskcell.extension.watch` and :mod:`~taskcell.extension.planning`.
+
+=======  ==================================  =================================================
+GET      /taskcell/api/clusters              the clusters this server knows (ClusterList)
+GET      /taskcell/api/clusters/<id>         a cluster's snapshot (ClusterState); with
+                                             ``?since=<version>&timeout=<s>`` a long poll
+GET      /taskcell/api/planner               the planner's profiles and presets
+POST     /taskcell/api/planner               a suggestion for ``{"size", "profile", "cluster"}``
+=======  ==================================  =================================================
+
+Every verb needs an authenticated user (Jupyter's token or login cookie; a POST with a cookie
+also needs Jupyter's XSRF token). Bad input is a 400, an unknown cluster a 404, both with a
+JSON ``{"message", "reason"}`` body.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from taskcell.cluster import registry
+from taskcell.extension import planning
+from taskcell.extension.clusters import configured_addresses, discover
+from taskcell.extension.payloads import ClusterInfo, ClusterList
+
+if TYPE_CHECKING:
+    from taskcell.extension.app import TaskcellExtension
+
+#: Longest wait of one long poll (seconds); browsers ask again when it ends.
+MAX_WAIT = 60.0
+DEFAULT_WAIT = 25.0
+
+
+class TaskcellHandler(APIHandler):
+    """Base of the taskcell handlers: the extension app and its hub, JSON in and out."""
+
+    auth_resource = "taskcell"
+
+    def initialize(self, extension: TaskcellExtension) -> None:
+        self.extension = extension
+
+    def reply(self, body: Any) -> None:
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(body))
+
+    async def known_clusters(self) -> list[ClusterInfo]:
+        serverapp = self.extension.serverapp
+        sessions = await serverapp.session_manager.list_sessions()
+        return discover(
+            registry.recorded(),
+            serverapp.kernel_manager.list_kernel_ids(),
+            sessions,
+            configured_addresses(self.extension.scheduler_addresses),
+            self.extension.hub.statuses(),
+        )
+
+    async def find_cluster(self, cluster_id: str) -> ClusterInfo:
+        for info in await self.known_clusters():
+            if info["id"] == cluster_id:
+                return info
+        raise web.HTTPError(404, f"no cluster with id {cluster_id!r} is known to this server")
+
+    def body(self) -> dict[str, Any]:
+        """The request's JSON object, or a 400 that says what is wrong with it."""
+        raw = self.request.body or b""
+        try:
+            data = json.loads(raw.decode("utf-8")) if raw.strip() else None
+        except (UnicodeDecodeError, ValueError) as e:
+            raise web.HTTPError(400, f"the request body must be JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise web.HTTPError(
+                400, f"the request body must be a JSON object, got {type(data).__name__}"
+            )
+        return data
+
+
+class ClustersHandler(TaskcellHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.reply(ClusterList(clusters=await self.known_clusters()))
+
+
+class ClusterHandler(TaskcellHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, cluster_id: str) -> None:
+        since = self._number("since", int, None)
+        wait = self._number("timeout", float, DEFAULT_WAIT)
+        if not 0 <= wait <= MAX_WAIT:
+            raise web.HTTPError(400, f"timeout= must be between 0 and {MAX_WAIT:g} seconds, got {wait!r}")
+        info = await self.find_cluster(cluster_id)
+        watch = self.extension.hub.watch(info["address"])
+        self.reply(await watch.changed(since, wait))
+
+    def _number(self, name: str, kind: type, default: Any) -> Any:
+        raw = self.get_query_argument(name, None)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise web.HTTPError(
+                400, f"{name}= must be a {'whole ' if kind is int else ''}number, got {raw!r}"
+            ) from None
+        if value != value or (kind is int and value < 0):  # NaN, or a negative version
+            raise web.HTTPError(400, f"{name}= must be a non-negative number, got {raw!r}")
+        return value
+
+
+class PlannerHandler(TaskcellHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.reply(planning.choices())
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        data = self.body()
+        try:
+            request = planning.parse_request(data)
+        except planning.RequestError as e:
+            raise web.HTTPError(400, str(e)) from None
+        snapshot = None
+        if request.cluster is not None:
+            info = await self.find_cluster(request.cluster)
+            watch = self.extension.hub.watch(info["address"])
+            snapshot = (await watch.settled(self.extension.connect_timeout))["snapshot"]
+        try:
+            self.reply(planning.suggest(request, snapshot))
+        except planning.RequestError as e:
+            raise web.HTTPError(400, str(e)) from None
+
+
+def handlers(extension: TaskcellExtension) -> list[tuple[str, type, dict[str, Any]]]:
+    """The URL patterns, relative to the server's base URL."""
+    kwargs = {"extension": extension}
+    return [
+        (r"/taskcell/api/clusters/?", ClustersHandler, kwargs),
+        (r"/taskcell/api/clusters/([^/]+)/?", ClusterHandler, kwargs),
+        (r"/taskcell/api/planner/?", PlannerHandler, kwargs),
+    ]

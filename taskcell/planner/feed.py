@@ -1,0 +1,441 @@
+"""The client side of the live occupancy view: snapshots, pushed updates, history.
+
+:func:`snapshot` asks the scheduler once for the whole state; :class:`OccupancyFeed` keeps a
+snapshot current from the updates the scheduler's :class:`~taskcell.planner.plugin.OccupancyPlugin`
+pushes, on the client's own event loop, so it goes on while the kernel's main thread runs a
+blocking cell. Both install the plugin on first use (idempotently, by value, so the scheduler
+needs no taskcell of its own). Every function works with a blocking client and, returning an
+awaitable, with an asynchronous one (``Client(asynchronous=True)``, as a Jupyter server uses).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from taskcell.planner import plugin as _plugin
+from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, WorkerSnapshot
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from distributed import Client
+
+logger = logging.getLogger(__name__)
+
+_STATES = {"r": "running", "a": "assigned", "q": "queued"}
+_FIRST = ("threads", "cpu", "memory", "disk", "shm", "gpu")
+_registered: set[tuple[str, str]] = set()
+_feeds: dict[str, set[OccupancyFeed]] = {}
+_feeds_lock = threading.Lock()
+
+
+def _order(resource: str) -> tuple[int, str]:
+    folded = resource.casefold()
+    if folded in _FIRST:
+        return _FIRST.index(folded), folded
+    return len(_FIRST) + (0 if folded.startswith(("gpu-", "mig-")) else 1), folded
+
+
+# -- installing the plugin and calling it -----------------------------------------------------
+
+
+async def _install(client: Client, replace: bool = False) -> None:
+    import cloudpickle
+    from distributed.protocol.pickle import dumps
+
+    # By value: the scheduler and workers need not have taskcell installed to run the plugin.
+    cloudpickle.register_pickle_by_value(_plugin)
+    await client.scheduler.register_scheduler_plugin(
+        plugin=dumps(_plugin.OccupancyPlugin()), name=_plugin.PLUGIN_NAME, idempotent=not replace
+    )
+    await client.scheduler.register_worker_plugin(
+        plugin=dumps(_plugin.StartReporter()),
+        name=_plugin.WORKER_PLUGIN_NAME,
+        idempotent=not replace,
+    )
+    _registered.add((client.id, client.scheduler.address))
+
+
+async def _call(client: Client, op: str, /, **kwargs: Any) -> dict:
+    """Call one of the plugin's handlers, installing (or upgrading) the plugin as needed."""
+    if (client.id, client.scheduler.address) not in _registered:
+        await _install(client)
+    reply = await getattr(client.scheduler, op)(**kwargs)
+    if not isinstance(reply, dict) or reply.get("v") != _plugin.WIRE_VERSION:
+        # A scheduler that restarted without the plugin answers None; an older taskcell's
+        # plugin answers another version. Either way, install ours and ask again.
+        await _install(client, replace=isinstance(reply, dict))
+        reply = await getattr(client.scheduler, op)(**kwargs)
+    return reply
+
+
+def install(client: Client) -> Any:
+    """Install the occupancy plugin on ``client``'s scheduler and workers (idempotent)."""
+    return client.sync(_install, client)
+
+
+# -- wire format to schema --------------------------------------------------------------------
+
+
+def _uses(resources: dict[str, list]) -> list[ResourceUse]:
+    return [
+        ResourceUse(resource=r, total=v[0], running=v[1], assigned=v[2])
+        for r, v in sorted(resources.items(), key=lambda item: _order(item[0]))
+    ]
+
+
+def _task(t: list) -> TaskInfo:
+    key, name, request, state, since, worker, waiting_for = t
+    return TaskInfo(
+        key=key,
+        name=name,
+        request=dict(request),
+        state=_STATES[state],  # type: ignore[typeddict-item]
+        since=since,
+        worker=worker,
+        waiting_for=waiting_for,
+    )
+
+
+def _worker(w: list) -> WorkerSnapshot:
+    address, name, nthreads, memory_limit, resources, tasks, n_running, n_assigned = w
+    return WorkerSnapshot(
+        address=address,
+        name=name,
+        nthreads=nthreads,
+        memory_limit=memory_limit,
+        resources=_uses(resources),
+        tasks=[_task(t) for t in tasks],
+        running_tasks=n_running,
+        assigned_tasks=n_assigned,
+    )
+
+
+def _snapshot(
+    scheduler: str, time: float, seq: int, workers: Any, totals: dict, queue: list, queued: int
+) -> Snapshot:
+    return Snapshot(
+        scheduler=scheduler,
+        time=time,
+        seq=seq,
+        workers=sorted((_worker(w) for w in workers), key=lambda w: w["address"]),
+        totals=_uses(totals),
+        queue=[_task(t) for t in queue],
+        queued=queued,
+    )
+
+
+def decode(full: dict) -> Snapshot:
+    """A whole-state reply of the plugin as a :class:`~taskcell.planner.schema.Snapshot`."""
+    return _snapshot(
+        full["scheduler"],
+        full["time"],
+        full["seq"],
+        full["workers"],
+        full["totals"],
+        full["queue"],
+        full["queued"],
+    )
+
+
+# -- one-off questions ------------------------------------------------------------------------
+
+
+def _client(client: Client | None) -> Client:
+    if client is not None:
+        return client
+    from taskcell.cluster.connect import current_client
+
+    return current_client()
+
+
+async def _snapshot_async(client: Client) -> Snapshot:
+    return decode(await _call(client, "taskcell_occupancy"))
+
+
+def snapshot(client: Client | None = None) -> Snapshot:
+    """The cluster's occupancy now: every worker, its resources, its tasks, and the queue.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        The cluster to ask; taskcell's own (the one ``%%task`` uses) by default.
+
+    Returns
+    -------
+    Snapshot
+        See :mod:`taskcell.planner.schema`. Awaitable for an asynchronous client.
+    """
+    client = _client(client)
+    return client.sync(_snapshot_async, client)
+
+
+def frame(snap: Snapshot) -> pd.DataFrame:
+    """One row per worker and resource: worker, name, resource, total, running, assigned, free."""
+    import pandas as pd
+
+    rows = [
+        {
+            "worker": w["address"],
+            "name": w["name"],
+            "resource": use["resource"],
+            "total": use["total"],
+            "running": use["running"],
+            "assigned": use["assigned"],
+            "free": max(use["total"] - use["running"] - use["assigned"], 0),
+        }
+        for w in snap["workers"]
+        for use in w["resources"]
+    ]
+    columns = ["worker", "name", "resource", "total", "running", "assigned", "free"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def occupancy(client: Client | None = None) -> pd.DataFrame:
+    """What every worker has and holds, as a DataFrame (one row per worker and resource).
+
+    ``running`` is held by tasks that run, ``assigned`` asked for by tasks placed on the worker
+    that wait there, ``free`` what neither takes. ``threads`` is each worker's Dask threads.
+    The full picture (tasks, queue and reasons) is :func:`snapshot`.
+
+    Examples
+    --------
+    >>> taskcell.occupancy()  # doctest: +SKIP
+                        worker      name resource  total  running  assigned  free
+    0  tcp://127.0.0.1:40211  gpu-box  threads      2        1         1     0
+    1  tcp://127.0.0.1:40211  gpu-box      GPU      2        1         1     0
+    """
+    client = _client(client)
+    if client.asynchronous:
+        return _frame_async(client)  # type: ignore[return-value]
+    return frame(snapshot(client))
+
+
+async def _frame_async(client: Client) -> pd.DataFrame:
+    return frame(await _snapshot_async(client))
+
+
+def history_frame(samples: list) -> pd.DataFrame:
+    """The plugin's samples as a tidy DataFrame (see :func:`occupancy_history`)."""
+    import pandas as pd
+
+    rows = [
+        {
+            "time": t,
+            "resource": resource,
+            "total": total,
+            "running": running,
+            "assigned": assigned,
+            "free": max(total - running - assigned, 0),
+            "queued": queued,
+        }
+        for t, queued, totals in samples
+        for resource, (total, running, assigned) in sorted(
+            totals.items(), key=lambda item: _order(item[0])
+        )
+    ]
+    columns = ["time", "resource", "total", "running", "assigned", "free", "queued"]
+    out = pd.DataFrame(rows, columns=columns)
+    out["time"] = pd.to_datetime(out["time"], unit="s", utc=True)
+    return out
+
+
+def occupancy_history(client: Client | None = None) -> pd.DataFrame:
+    """The cluster's recent past: totals per resource over time, as a tidy DataFrame.
+
+    One row per sample and resource: ``time`` (UTC), ``resource``, ``total``, ``running``,
+    ``assigned``, ``free``, and ``queued`` (tasks in the queue at that time). The scheduler
+    takes a sample at every change it publishes (at most four a second) and keeps the last 3600,
+    from the moment taskcell first asked it about occupancy. Plot it with, e.g.,
+    ``h.pivot_table(index="time", columns="resource", values="running")``
+    ``.plot(drawstyle="steps-post")``.
+    """
+    client = _client(client)
+    if client.asynchronous:
+        return _history_async(client)  # type: ignore[return-value]
+    return client.sync(_history_async, client)
+
+
+async def _history_async(client: Client) -> pd.DataFrame:
+    return history_frame((await _call(client, "taskcell_occupancy_history"))["samples"])
+
+
+# -- live updates -----------------------------------------------------------------------------
+
+
+def _dispatch(client_id: str) -> Callable[[tuple], None]:
+    def handler(event: tuple) -> None:
+        _, update = event
+        with _feeds_lock:
+            feeds = list(_feeds.get(client_id, ()))
+        for feed in feeds:
+            feed._receive(update)
+
+    return handler
+
+
+class OccupancyFeed:
+    """A snapshot of one cluster, kept current by the updates its scheduler pushes.
+
+    Updates arrive on the client's event loop, not the caller's thread, so the snapshot stays
+    current while a notebook runs a blocking cell. ``on_update`` is called there after each
+    update, with the feed; keep it short (set an event, schedule work).
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        taskcell's client by default.
+    on_update : callable, optional
+        ``on_update(feed)`` after every applied update.
+
+    Examples
+    --------
+    >>> feed = OccupancyFeed(client).start()          # doctest: +SKIP
+    >>> feed.snapshot()["totals"]                     # doctest: +SKIP
+    >>> feed.close()                                  # doctest: +SKIP
+
+    With an asynchronous client, ``await feed.start()`` and ``await feed.close()``.
+    """
+
+    def __init__(
+        self,
+        client: Client | None = None,
+        on_update: Callable[[OccupancyFeed], None] | None = None,
+    ) -> None:
+        self.client = _client(client)
+        self.on_update = on_update
+        self.updates = 0
+        self.bytes_received = 0
+        self._lock = threading.Lock()
+        self._workers: dict[str, list] = {}
+        self._queue: list = []
+        self._queued = 0
+        self._totals: dict[str, list] = {}
+        self._seq = -1
+        self._time = 0.0
+        self._scheduler = ""
+        self._based = False
+        self._buffer: list[dict] = []
+        self._refetch: asyncio.Task | None = None
+        self.closed = False
+
+    def start(self) -> Any:
+        """Subscribe and fetch the whole state; returns the feed (awaitable when asynchronous)."""
+        return self.client.sync(self._start)
+
+    async def _start(self) -> OccupancyFeed:
+        with _feeds_lock:
+            first = self.client.id not in _feeds
+            _feeds.setdefault(self.client.id, set()).add(self)
+        if first:
+            self.client.subscribe_topic(_plugin.TOPIC, _dispatch(self.client.id))
+        full = await _call(self.client, "taskcell_occupancy_subscribe", client=self.client.id)
+        self._apply(full)
+        buffered, self._buffer = self._buffer, []
+        self._based = True
+        for update in buffered:
+            self._receive(update)
+        return self
+
+    def _receive(self, update: dict) -> None:
+        """One pushed update (on the client's event loop)."""
+        if self.closed:
+            return
+        if not self._based:
+            self._buffer.append(update)
+            return
+        if update.get("v") != _plugin.WIRE_VERSION or update["seq"] <= self._seq:
+            return
+        if update["seq"] != self._seq + 1:
+            self._resync()  # missed one: start again from the whole state
+            return
+        self._apply(update)
+
+    def _resync(self) -> None:
+        if self._refetch is not None and not self._refetch.done():
+            return
+
+        async def refetch() -> None:
+            try:
+                full = await _call(self.client, "taskcell_occupancy")
+            except Exception as e:  # the cluster went away; the panel says so
+                logger.debug("taskcell: occupancy refetch failed: %r", e)
+                return
+            if full["seq"] > self._seq:
+                self._apply(full)
+
+        self._refetch = asyncio.ensure_future(refetch())
+
+    def _apply(self, update: dict) -> None:
+        with self._lock:
+            if update["full"]:
+                self._workers = {w[0]: w for w in update["workers"]}
+            else:
+                for address in update["removed"]:
+                    self._workers.pop(address, None)
+                for w in update["workers"]:
+                    self._workers[w[0]] = w
+            if update["queue"] is not None:
+                self._queue = update["queue"]
+            self._queued = update["queued"]
+            self._totals = update["totals"]
+            self._seq = update["seq"]
+            self._time = update["time"]
+            self._scheduler = update["scheduler"]
+            self.updates += 1
+        if self.on_update is not None:
+            try:
+                self.on_update(self)
+            except Exception:
+                logger.exception("taskcell: an occupancy update callback failed")
+
+    @property
+    def seq(self) -> int:
+        """The sequence number of the last update applied (-1 before the first)."""
+        return self._seq
+
+    def snapshot(self) -> Snapshot:
+        """The latest snapshot (a new, independent record on every call)."""
+        with self._lock:
+            args = (
+                self._scheduler,
+                self._time,
+                self._seq,
+                list(self._workers.values()),
+                dict(self._totals),
+                list(self._queue),
+                self._queued,
+            )
+        return _snapshot(*args)
+
+    def close(self) -> Any:
+        """Stop receiving updates (awaitable when asynchronous). Safe to call twice."""
+        if self.closed:
+            return None
+        self.closed = True
+        with _feeds_lock:
+            feeds = _feeds.get(self.client.id, set())
+            feeds.discard(self)
+            last = not feeds
+            if last:
+                _feeds.pop(self.client.id, None)
+        if not last or self.client.status not in ("running", "connecting"):
+            return None
+        with contextlib.suppress(Exception):
+            return self.client.sync(self._unsubscribe)
+        return None
+
+    async def _unsubscribe(self) -> None:
+        self.client.unsubscribe_topic(_plugin.TOPIC)
+        with contextlib.suppress(Exception):
+            await self.client.scheduler.taskcell_occupancy_unsubscribe(client=self.client.id)
+
+    def __enter__(self) -> OccupancyFeed:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

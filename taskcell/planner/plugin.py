@@ -1,0 +1,519 @@
+"""The scheduler side of the live occupancy view: a plugin that keeps it and pushes changes.
+
+:class:`OccupancyPlugin` runs inside the Dask scheduler. It follows every task transition
+(``SchedulerPlugin.transition``), every worker that joins or leaves, and the task starts that
+:class:`StartReporter` reports from each worker, and keeps, per worker, which of its processing
+tasks are running and which are assigned there but still waiting. Four times a second, and only
+when something changed, it publishes the workers that changed on the ``taskcell-occupancy``
+topic (``scheduler.log_event``), which subscribed clients receive without asking
+(``client.subscribe_topic``). A client that joins asks once for the whole state through the
+``taskcell_occupancy_subscribe`` handler; nothing ever calls ``run_on_scheduler``.
+
+Why a worker plugin: the scheduler learns which tasks run only from heartbeats (every 0.5 s to
+several seconds, and not at all in ``transition``). Dask's ``WorkerState.used_resources`` counts
+every task *assigned* to a worker, running or waiting there, and work stealing moves tasks without
+updating it. So amounts here are summed from ``WorkerState.processing`` itself, split by the starts
+the workers report, and never go below zero.
+
+Wire format (compact lists; :mod:`taskcell.planner.feed` turns them into
+:mod:`taskcell.planner.schema` records)::
+
+    worker = [address, name, nthreads, memory_limit, {resource: [total, running, assigned]},
+              [task, ...], n_running, n_assigned]
+    task   = [key, name, {resource: amount}, state, since, worker, waiting_for]
+             state: "r" running, "a" assigned, "q" queued on the scheduler
+    update = {"v", "seq", "time", "scheduler", "workers": [worker, ...] (changed ones),
+              "removed": [address, ...], "queue": [task, ...] or None (unchanged), "queued",
+              "totals": {resource: [total, running, assigned]}, "full": bool}
+
+This module is shipped to the scheduler by value (cloudpickle), so a scheduler without taskcell
+installed can run it: it imports only the standard library, dask and distributed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import re
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from dask.utils import format_bytes
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
+from distributed.metrics import time
+
+if TYPE_CHECKING:
+    from distributed import Scheduler, Worker
+
+PLUGIN_NAME = "taskcell-occupancy"
+WORKER_PLUGIN_NAME = "taskcell-occupancy-starts"
+#: Updates pushed to subscribed clients.
+TOPIC = "taskcell-occupancy"
+#: Task starts reported by the workers.
+STARTED_TOPIC = "taskcell-task-started"
+#: Version of the wire format; a client that finds another version re-registers the plugin.
+WIRE_VERSION = 1
+#: The pseudo-resource every worker has: its threads, one per running task.
+THREADS = "threads"
+#: Most assigned-but-waiting tasks listed per worker, and queued tasks listed in all; the rest
+#: are counted. Bounds an update's size whatever the queue.
+TASKS_PER_WORKER = 10
+QUEUE_LIMIT = 100
+
+_BYTES = frozenset({"memory", "disk", "shm"})
+_UUID_SUFFIX = re.compile(r"-[0-9a-f]{32}$")
+# Scheduler states of tasks that wait with no worker chosen, most urgent first. "waiting" (for
+# inputs) is followed only for tasks that carry resource restrictions, so a large ordinary graph
+# costs nothing here.
+_QUEUE_STATES = ("no-worker", "waiting", "queued")
+
+
+def _amount(value: float) -> float | int:
+    """A whole amount as an int: smaller on the wire and read back exactly."""
+    return int(value) if value == int(value) else value
+
+
+def _show(resource: str, amount: float) -> str:
+    if resource.casefold() in _BYTES:
+        return format_bytes(int(amount))
+    return f"{amount:g}"
+
+
+def _request(restrictions: dict[str, float] | None) -> str:
+    return ", ".join(f"{r}={_show(r, a)}" for r, a in (restrictions or {}).items())
+
+
+def _hashable(key: Any) -> Any:
+    """A key as the scheduler holds it (msgpack may turn a tuple key into a list)."""
+    if isinstance(key, list):
+        return tuple(_hashable(k) for k in key)
+    return key
+
+
+def task_name(key: Any, prefix: str) -> str:
+    """A task's name for people: a taskcell key minus its uuid, else Dask's key prefix."""
+    if isinstance(key, str):
+        match = _UUID_SUFFIX.search(key)
+        if match:
+            return key[: match.start()]
+    return prefix
+
+
+class StartReporter(WorkerPlugin):
+    """Tell the scheduler when this worker starts a task (``executing``), batched per 50 ms."""
+
+    name = WORKER_PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self, delay: float = 0.05) -> None:
+        self.delay = delay
+        self.worker: Worker | None = None
+        self._pending: list[tuple[Any, float]] = []
+
+    def setup(self, worker: Worker) -> None:
+        self.worker = worker
+        self._pending = []
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        if finish != "executing" or start in ("executing", "long-running"):
+            return
+        if not self._pending and self.worker is not None:
+            self.worker.loop.call_later(self.delay, self._flush)
+        self._pending.append((key, time()))
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending and self.worker is not None:
+            keys, times = zip(*pending, strict=True)
+            self.worker.log_event(STARTED_TOPIC, {"keys": list(keys), "times": list(times)})
+
+
+class OccupancyPlugin(SchedulerPlugin):
+    """Keep what every worker holds and waits for, and push changes to subscribed clients.
+
+    Parameters
+    ----------
+    interval : float
+        Seconds between checks for changes while a client is subscribed.
+    idle_interval : float
+        Seconds between checks while none is (the history still records changes).
+    history : int
+        Samples of the cluster totals kept for :func:`taskcell.occupancy_history`: one per
+        published change (at most four a second), so 3600 cover a quarter of an hour at the
+        busiest and far longer on a quiet cluster.
+    """
+
+    name = PLUGIN_NAME
+    idempotent = True
+    version = WIRE_VERSION
+
+    def __init__(self, interval: float = 0.25, idle_interval: float = 1.0, history: int = 3600):
+        self.interval = interval
+        self.idle_interval = idle_interval
+        self.history_length = history
+        self.scheduler: Scheduler | None = None
+        self._reset()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self.subscribers: set[str] = set()
+        #: worker address -> {key: time it started}
+        self.running: dict[str, dict[Any, float]] = {}
+        #: key -> address of the worker it was assigned to, and since when
+        self.where: dict[Any, str] = {}
+        self.since: dict[Any, float] = {}
+        self.queue: dict[str, dict[Any, float]] = {state: {} for state in _QUEUE_STATES}
+        self.dirty: set[str] = set()
+        self.removed: set[str] = set()
+        self.queue_dirty = True
+        self.published: dict[str, list] = {}
+        self.published_queue: list = []
+        self.totals: dict[str, list] = {}
+        self.seq = 0
+        self.history: deque = deque(maxlen=getattr(self, "history_length", 3600))
+        self._last_check = 0.0
+        self._last_sweep = 0.0
+        self._lengths: dict[str, int] = {}
+
+    async def start(self, scheduler: Scheduler) -> None:
+        from tornado.ioloop import PeriodicCallback
+
+        self.scheduler = scheduler
+        self._reset()
+        scheduler.handlers.update(
+            {
+                "taskcell_occupancy": self.handle_snapshot,
+                "taskcell_occupancy_subscribe": self.handle_subscribe,
+                "taskcell_occupancy_unsubscribe": self.handle_unsubscribe,
+                "taskcell_occupancy_history": self.handle_history,
+            }
+        )
+        self._seed()
+        callback = PeriodicCallback(self.tick, self.interval * 1000)
+        old = scheduler.periodic_callbacks.get(PLUGIN_NAME)
+        if old is not None:
+            old.stop()
+        scheduler.periodic_callbacks[PLUGIN_NAME] = callback
+        callback.start()
+
+    async def close(self) -> None:
+        if self.scheduler is not None:
+            callback = self.scheduler.periodic_callbacks.pop(PLUGIN_NAME, None)
+            if callback is not None:
+                callback.stop()
+
+    def restart(self, scheduler: Scheduler) -> None:
+        subscribers = self.subscribers
+        self._reset()
+        self.subscribers = subscribers
+
+    def _seed(self) -> None:
+        """Take over the state of a scheduler that ran tasks before this plugin was added."""
+        assert self.scheduler is not None
+        now = time()
+        for ws in self.scheduler.workers.values():
+            self.dirty.add(ws.address)
+            # The heartbeats' view of what runs: the best there is for tasks started earlier.
+            started = {ts.key: now for ts in ws.executing if ts in ws.processing}
+            if started:
+                self.running[ws.address] = started
+            for ts in ws.processing:
+                self.where[ts.key] = ws.address
+                self.since[ts.key] = now
+        for ts in self.scheduler.tasks.values():
+            if ts.state in ("no-worker", "queued") or (
+                ts.state == "waiting" and ts.resource_restrictions
+            ):
+                self.queue[ts.state][ts.key] = now
+
+    # -- what the scheduler tells us ---------------------------------------------------------
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        if start == "processing":
+            address = self.where.pop(key, None)
+            self.since.pop(key, None)
+            if address is not None:
+                self.dirty.add(address)
+                running = self.running.get(address)
+                if running:
+                    running.pop(key, None)
+        elif start in self.queue and self.queue[start].pop(key, None) is not None:
+            self.queue_dirty = True
+        if finish == "processing":
+            ts = self.scheduler.tasks.get(key) if self.scheduler else None
+            ws = ts.processing_on if ts is not None else None
+            if ws is not None:
+                self.where[key] = ws.address
+                self.since[key] = time()
+                self.dirty.add(ws.address)
+        elif finish in ("no-worker", "queued"):
+            self.queue[finish][key] = time()
+            self.queue_dirty = True
+        elif finish == "waiting":
+            ts = self.scheduler.tasks.get(key) if self.scheduler else None
+            if ts is not None and ts.resource_restrictions:
+                self.queue[finish][key] = time()
+                self.queue_dirty = True
+
+    def add_worker(self, scheduler: Scheduler, worker: str) -> None:
+        self.dirty.add(worker)
+        self.removed.discard(worker)
+        self.queue_dirty = True  # a task with no worker may now have one
+
+    def remove_worker(self, scheduler: Scheduler, worker: str, **kwargs: Any) -> None:
+        self.running.pop(worker, None)
+        self.dirty.discard(worker)
+        self._lengths.pop(worker, None)
+        self.removed.add(worker)
+        self.queue_dirty = True
+
+    def remove_client(self, scheduler: Scheduler, client: str) -> None:
+        self.subscribers.discard(client)
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        if topic != STARTED_TOPIC or not isinstance(msg, dict) or self.scheduler is None:
+            return
+        address = msg.get("worker")
+        for key, started in zip(msg.get("keys", ()), msg.get("times", ()), strict=False):
+            ts = self.scheduler.tasks.get(_hashable(key))
+            ws = ts.processing_on if ts is not None else None
+            if ws is None or ws.address != address or ts.state != "processing":
+                continue  # finished, released or moved before the report arrived
+            self.running.setdefault(address, {})[ts.key] = started
+            self.where[ts.key] = address  # work stealing may have moved it here unannounced
+            self.dirty.add(address)
+
+    # -- handlers clients call ---------------------------------------------------------------
+
+    def handle_snapshot(self) -> dict:
+        """The whole state now (``taskcell_occupancy``)."""
+        self.tick(force=True)
+        return self.full()
+
+    def handle_subscribe(self, client: str) -> dict:
+        """Start pushing updates to ``client``; the whole state to start from."""
+        self.subscribers.add(client)
+        return self.handle_snapshot()
+
+    def handle_unsubscribe(self, client: str) -> None:
+        self.subscribers.discard(client)
+
+    def handle_history(self) -> dict:
+        """Samples of the cluster totals: ``[[time, queued, {resource: [t, r, a]}], ...]``."""
+        self.tick(force=True)
+        return {"v": WIRE_VERSION, "samples": list(self.history)}
+
+    # -- building updates --------------------------------------------------------------------
+
+    def full(self) -> dict:
+        return {
+            "v": WIRE_VERSION,
+            "seq": self.seq,
+            "time": time(),
+            "scheduler": self.scheduler.address if self.scheduler else "",
+            "workers": list(self.published.values()),
+            "removed": [],
+            "queue": self.published_queue,
+            "queued": sum(len(q) for q in self.queue.values()),
+            "totals": self.totals,
+            "full": True,
+        }
+
+    def tick(self, force: bool = False) -> dict | None:
+        """Publish what changed since the last tick, if anything; the update, or None."""
+        if self.scheduler is None:
+            return None
+        now = time()
+        if not force and not self.subscribers and now - self._last_check < self.idle_interval:
+            return None
+        self._last_check = now
+        if force or now - self._last_sweep > 2:
+            self._sweep(now)
+        changed = []
+        for address in self.dirty:
+            ws = self.scheduler.workers.get(address)
+            if ws is None:
+                continue
+            record = self.worker_record(ws)
+            if record != self.published.get(address):
+                self.published[address] = record
+                changed.append(record)
+        self.dirty.clear()
+        removed = [a for a in self.removed if self.published.pop(a, None) is not None]
+        self.removed.clear()
+        queue = None
+        if self.queue_dirty:
+            self.queue_dirty = False
+            queue = self.queue_records()
+            if queue == self.published_queue:
+                queue = None
+            else:
+                self.published_queue = queue
+        if not changed and not removed and queue is None:
+            return None
+        self.seq += 1
+        self.totals = self._totals()
+        queued = sum(len(q) for q in self.queue.values())
+        self.history.append([now, queued, self.totals])
+        update = {
+            "v": WIRE_VERSION,
+            "seq": self.seq,
+            "time": now,
+            "scheduler": self.scheduler.address,
+            "workers": changed,
+            "removed": removed,
+            "queue": queue,
+            "queued": queued,
+            "totals": self.totals,
+            "full": False,
+        }
+        if self.subscribers:
+            self.scheduler.log_event(TOPIC, update)
+        return update
+
+    def _sweep(self, now: float) -> None:
+        """Catch what no transition announces: work stealing, tasks seen only by heartbeats."""
+        self._last_sweep = now
+        for address, ws in self.scheduler.workers.items():
+            n = len(ws.processing)
+            if self._lengths.get(address) != n:
+                self._lengths[address] = n
+                self.dirty.add(address)
+            if ws.executing and address not in self.running:
+                started = {ts.key: now for ts in ws.executing if ts in ws.processing}
+                if started:
+                    self.running[address] = started
+                    self.dirty.add(address)
+
+    def _totals(self) -> dict[str, list]:
+        totals: dict[str, list[float]] = {}
+        for record in self.published.values():
+            for resource, (total, running, assigned) in record[4].items():
+                sums = totals.setdefault(resource, [0, 0, 0])
+                sums[0] += total
+                sums[1] += running
+                sums[2] += assigned
+        return {r: [_amount(v) for v in sums] for r, sums in totals.items()}
+
+    def worker_record(self, ws: Any) -> list:
+        """One worker on the wire: its resources split into running and assigned, its tasks."""
+        address = ws.address
+        started = self.running.get(address, {})
+        running: dict[str, float] = dict.fromkeys(ws.resources, 0.0)
+        assigned: dict[str, float] = dict.fromkeys(ws.resources, 0.0)
+        run_tasks, waiting = [], []
+        busy_threads = 0
+        for ts in ws.processing:
+            restrictions = ts.resource_restrictions or {}
+            if ts.key in started:
+                sums = running
+                run_tasks.append(ts)
+                if ts not in ws.long_running:
+                    busy_threads += 1
+            else:
+                sums = assigned
+                waiting.append(ts)
+            for resource, amount in restrictions.items():
+                sums[resource] = sums.get(resource, 0.0) + amount
+        resources = {THREADS: [ws.nthreads, busy_threads, len(waiting)]}
+        for resource in running:
+            total = ws.resources.get(resource, 0.0)
+            resources[resource] = [
+                _amount(total),
+                _amount(max(running[resource], 0.0)),
+                _amount(max(assigned[resource], 0.0)),
+            ]
+        tasks = [self._task(ts, "r", started[ts.key], address, None) for ts in run_tasks]
+        oldest = heapq.nsmallest(
+            TASKS_PER_WORKER, waiting, key=lambda ts: self.since.get(ts.key, 0.0)
+        )
+        for ts in oldest:
+            reason = self._assigned_reason(ts, ws, running, busy_threads)
+            tasks.append(self._task(ts, "a", self.since.get(ts.key, 0.0), address, reason))
+        return [
+            address,
+            str(ws.name),
+            ws.nthreads,
+            int(ws.memory_limit or 0),
+            resources,
+            tasks,
+            len(run_tasks),
+            len(waiting),
+        ]
+
+    @staticmethod
+    def _task(ts: Any, state: str, since: float, worker: str | None, why: str | None) -> list:
+        restrictions = {r: _amount(a) for r, a in (ts.resource_restrictions or {}).items()}
+        return [
+            str(ts.key),
+            task_name(ts.key, ts.prefix.name),
+            restrictions,
+            state,
+            since,
+            worker,
+            why,
+        ]
+
+    @staticmethod
+    def _assigned_reason(ts: Any, ws: Any, running: dict[str, float], busy: int) -> str:
+        held = [
+            f"{r}={_show(r, a)} ({_show(r, running.get(r, 0.0))} of "
+            f"{_show(r, ws.resources.get(r, 0.0))} held by running tasks)"
+            for r, a in (ts.resource_restrictions or {}).items()
+            if a > ws.resources.get(r, 0.0) - running.get(r, 0.0)
+        ]
+        if held:
+            return "waiting on this worker for " + "; ".join(held)
+        if busy >= ws.nthreads:
+            return f"waiting on this worker for a free thread ({busy} of {ws.nthreads} busy)"
+        return "starting"
+
+    def queue_records(self) -> list:
+        """The tasks no worker holds yet, oldest first within each state, at most QUEUE_LIMIT."""
+        out: list = []
+        reasons: dict[Any, str] = {}
+        for state in _QUEUE_STATES:
+            room = QUEUE_LIMIT - len(out)
+            for key, since in itertools.islice(self.queue[state].items(), room):
+                ts = self.scheduler.tasks.get(key)
+                if ts is None:
+                    continue
+                out.append(self._task(ts, "q", since, None, self._queued_reason(ts, reasons)))
+        return out
+
+    def _queued_reason(self, ts: Any, cache: dict[Any, str]) -> str:
+        if ts.state == "waiting":
+            n = len(ts.waiting_on or ())
+            return f"waiting for {n} input{'s' if n != 1 else ''} to be computed"
+        if ts.state == "queued":
+            return "queued on the scheduler until a worker has a free thread"
+        signature = (
+            tuple(sorted((ts.resource_restrictions or {}).items())),
+            tuple(sorted(map(str, ts.worker_restrictions or ()))),
+            tuple(sorted(map(str, ts.host_restrictions or ()))),
+        )
+        if signature not in cache:
+            cache[signature] = self._no_worker_reason(ts)
+        return cache[signature]
+
+    def _no_worker_reason(self, ts: Any) -> str:
+        workers = list(self.scheduler.workers.values())
+        if not workers:
+            return "no worker is connected to the scheduler"
+        if ts.worker_restrictions or ts.host_restrictions:
+            return "restricted to workers or hosts that are not connected"
+        restrictions = ts.resource_restrictions or {}
+        lacking = []
+        for resource, amount in restrictions.items():
+            best = max(workers, key=lambda ws: ws.resources.get(resource, 0.0))
+            most = best.resources.get(resource, 0.0)
+            if most < amount:
+                where = f", on {best.address}" if most else ""
+                lacking.append(
+                    f"asks {resource}={_show(resource, amount)}; the most any worker has is "
+                    f"{_show(resource, most)}{where}"
+                )
+        if lacking:
+            return "no live worker can ever run it: " + "; ".join(lacking)
+        return f"no single live worker has {_request(restrictions)} together"

@@ -1,0 +1,284 @@
+"""The live resource panel in the notebook (``taskcell.panel()``, ``%task_panel``).
+
+It shows what every worker has and holds, the tasks that wait and why, right-sizing hints from
+this kernel's finished tasks, and a planner box. It is kept current by an
+:class:`~taskcell.planner.feed.OccupancyFeed`, whose updates arrive on the Dask client's event
+loop, and redrawn by a thread of its own at most four times a second and at least once a
+second. Neither needs the kernel's main thread, so the panel moves while a blocking ``%%task``
+cell runs. :meth:`Panel.close` (or its x button) stops both.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from taskcell.widgets import render
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from taskcell.planner.feed import OccupancyFeed
+    from taskcell.planner.suggestion import Suggestion
+
+logger = logging.getLogger(__name__)
+
+#: Fewest seconds between two redraws, and most seconds without one.
+MIN_REDRAW = 0.25
+MAX_REDRAW = 1.0
+
+_open: list[Panel] = []
+
+
+def _shell() -> Any:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def _kernel_history(shell: Any) -> list:
+    """This kernel's task records (``%tasks``), if taskcell's magics are loaded."""
+    if shell is None:
+        return []
+    magics = shell.magics_manager.registry.get("TaskMagics")
+    return getattr(magics, "history", [])
+
+
+class Panel:
+    """An ipywidgets panel over one cluster. Display it; call :meth:`close` when done.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        The cluster to show; the one ``%%task`` uses by default.
+    history : list of TaskRecord, optional
+        Finished tasks to draw right-sizing hints from; this kernel's (``%tasks``) by default.
+
+    Attributes
+    ----------
+    widget : ipywidgets.VBox
+        What is displayed.
+    feed : OccupancyFeed
+        The live snapshot behind it; ``panel.feed.snapshot()`` is what it shows.
+    redraws : int
+        How many times it has redrawn (tests and benchmarks read it).
+    """
+
+    def __init__(self, client: Client | None = None, history: list | None = None) -> None:
+        import ipywidgets as w
+
+        from taskcell.planner.feed import OccupancyFeed
+        from taskcell.planner.workloads import DEFAULT_PROFILE, describe_profile, profile_names
+        from taskcell.widgets.frontend import Frontend
+
+        self._shell = _shell()
+        self._history = history if history is not None else _kernel_history(self._shell)
+        self.redraws = 0
+        self.suggestion: Suggestion | None = None
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+
+        self.title = w.HTML()
+        self.close_button = w.Button(
+            description="×", tooltip="Close the panel", layout=w.Layout(width="32px")
+        )
+        self.totals = w.HTML()
+        self.workers = w.HTML(layout=w.Layout(max_height="340px", overflow="auto"))
+        self.queue = w.HTML(layout=w.Layout(max_height="180px", overflow="auto"))
+        self.hints = w.HTML()
+        self.size = w.Text(
+            placeholder="12 GiB, data/*.parquet, or a variable (df)",
+            description="Input",
+            continuous_update=False,
+            layout=w.Layout(width="340px"),
+        )
+        names = profile_names()
+        self.profile = w.Dropdown(
+            options=[(f"{n}: {describe_profile(n)}", n) for n in names],
+            value=DEFAULT_PROFILE if DEFAULT_PROFILE in names else names[0],
+            description="Profile",
+            layout=w.Layout(width="420px"),
+        )
+        self.suggest_button = w.Button(description="Suggest", icon="lightbulb-o")
+        self.advice = w.HTML()
+        self.insert_button = w.Button(
+            description="Insert %%task cell below", icon="plus", disabled=True
+        )
+        self.line = w.Text(description="Line", disabled=False, layout=w.Layout(width="560px"))
+        self.line.layout.display = "none"
+        planner = w.VBox(
+            [
+                w.HTML("<b>Planner</b>"),
+                w.HBox([self.size, self.profile, self.suggest_button]),
+                self.advice,
+                w.HBox([self.insert_button, self.line]),
+            ]
+        )
+        self.widget = w.VBox(
+            [
+                w.HBox(
+                    [self.title, self.close_button],
+                    layout=w.Layout(justify_content="space-between"),
+                ),
+                self.totals,
+                self.workers,
+                w.HTML("<b>Waiting</b>"),
+                self.queue,
+                self.hints,
+                planner,
+            ],
+            layout=w.Layout(border="1px solid rgba(127,127,127,0.35)", padding="6px"),
+        )
+        self.close_button.on_click(lambda _: self.close())
+        self.suggest_button.on_click(lambda _: self.plan())
+        self.size.observe(lambda _: self.plan(), names="value")
+        self.profile.observe(lambda _: self.plan(), names="value")
+        self.insert_button.on_click(lambda _: self.insert())
+
+        self.frontend = Frontend()
+        self.feed: OccupancyFeed = OccupancyFeed(client, on_update=lambda _: self._changed.set())
+        self.feed.start()
+        self.render()
+        self._thread = threading.Thread(target=self._run, name="taskcell-panel", daemon=True)
+        self._thread.start()
+        _open.append(self)
+
+    # -- drawing -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        last = 0.0
+        while not self._stop.is_set():
+            self._changed.wait(MAX_REDRAW)
+            pause = MIN_REDRAW - (time.monotonic() - last)
+            if pause > 0 and self._stop.wait(pause):
+                break
+            if self._stop.is_set():
+                break
+            self._changed.clear()
+            try:
+                self.render()
+            except Exception:
+                logger.exception("taskcell: the panel failed to redraw")
+            last = time.monotonic()
+
+    def render(self) -> None:
+        """Redraw from the feed's latest snapshot (any thread)."""
+        from taskcell.planner.rightsize import review
+
+        snap = self.feed.snapshot()
+        now = time.time()
+        status = self.feed.client.status
+        state = "live" if status == "running" else f"client {status}; not updating"
+        title = (
+            f"<b>taskcell</b> · {render.esc(snap['scheduler'])} · "
+            f"<span style='opacity:0.8'>{state} · update {snap['seq']}</span>"
+        )
+        self._set(self.title, title)
+        self._set(self.totals, render.totals_html(snap))
+        self._set(self.workers, render.workers_html(snap, now))
+        self._set(self.queue, render.queue_html(snap, now))
+        try:
+            hints = review(list(self._history))
+        except Exception:  # a malformed record must not stop the panel
+            logger.debug("taskcell: right-sizing review failed", exc_info=True)
+            hints = []
+        self._set(self.hints, render.hints_html(hints))
+        self.redraws += 1
+
+    @staticmethod
+    def _set(widget: Any, value: str) -> None:
+        if widget.value != value:  # unchanged values send nothing to the frontend
+            widget.value = value
+
+    # -- planner -----------------------------------------------------------------------------
+
+    def _size(self) -> Any:
+        text = self.size.value.strip()
+        ns = getattr(self._shell, "user_ns", {}) or {}
+        if text.isidentifier() and text in ns:
+            return ns[text]
+        return text
+
+    def plan(self) -> Suggestion | None:
+        """Suggest a preset for the planner box's input and profile, and show it."""
+        from taskcell.errors import SpecError
+        from taskcell.planner.suggestion import suggest
+
+        if not self.size.value.strip():
+            self.advice.value = ""
+            self.insert_button.disabled = True
+            return None
+        try:
+            self.suggestion = suggest(
+                self._size(), self.profile.value, workers=self.feed.snapshot()
+            )
+        except SpecError as e:
+            self.suggestion = None
+            self.advice.value = f"<span style='color:#d62728'>{render.esc(str(e))}</span>"
+            self.insert_button.disabled = True
+            return None
+        self.advice.value = self.suggestion._repr_html_()
+        self.insert_button.disabled = self.suggestion.line is None
+        return self.suggestion
+
+    def insert(self) -> bool:
+        """Put the suggested ``%%task`` line into a new cell below; False if it could not."""
+        if self.suggestion is None or self.suggestion.line is None:
+            return False
+        line = self.suggestion.line + "\n"
+        self.line.value = self.suggestion.line
+        self.line.layout.display = ""
+        if self.frontend.insert_cell_below(line):
+            self.line.description = "Inserted"
+            return True
+        self.line.description = "Copy"
+        self.line.tooltip = (
+            "taskcell's JupyterLab extension inserts this for you; without it, copy the line "
+            "to the top of a new cell"
+        )
+        return False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._stop.is_set()
+
+    def close(self) -> None:
+        """Stop updating and remove the panel. Safe to call twice."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._changed.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(5)
+        self.feed.close()
+        self.frontend.close()
+        self.widget.close()
+        if self in _open:
+            _open.remove(self)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def panel(client: Client | None = None, history: list | None = None) -> Panel:
+    """Show the live resource panel: workers, what they hold, what waits, and a planner.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        The cluster to show; the one ``%%task`` uses by default.
+    history : list of TaskRecord, optional
+        Finished tasks for right-sizing hints; this kernel's by default.
+
+    Returns
+    -------
+    Panel
+        Displayed when it is a cell's last value; ``.close()`` stops it.
+    """
+    return Panel(client, history)

@@ -1,0 +1,186 @@
+"""The flyte target, checked against Flyte 2's documented API (flyte-sdk 2.x signatures).
+
+Without the SDK in the test environment, the generated source is read back with ``ast``: every
+``flyte.Resources(...)`` is turned back into a taskcell request and compared with the one the
+``%%task`` line builds, and each call is checked against Flyte's signatures. With the SDK
+installed, the module is also imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+
+import pytest
+
+from taskcell.export import ExportError, export_notebook
+from taskcell.export.flyte_target import FLYTE_MIG
+from taskcell.runner.task_line import build_request, parse_task_line
+from taskcell.spec import BUILTIN_PRESETS, GPU, TPU, Device, Resources
+
+from .conftest import notebook
+
+# flyte-sdk 2.x: TaskEnvironment(name, ..., resources=, depends_on=), Resources(cpu, memory, gpu,
+# disk, shm), GPU(device, quantity, partition), TPU(device, partition),
+# Device(quantity, device_class, device, partition).
+SIGNATURES = {
+    "TaskEnvironment": {"name", "resources", "depends_on"},
+    "Resources": {"cpu", "memory", "gpu", "disk", "shm"},
+    "GPU": {"device", "quantity", "partition"},
+    "TPU": {"device", "partition"},
+    "Device": {"quantity", "device_class", "device", "partition"},
+}
+FLYTE_GPU_TYPES = {"T4", "L4", "L40s", "A10G", "V100", "A100", "A100_80G", "H100", "H200"}
+
+LINES = {
+    "plain": "",
+    "fields": "--cpu 2,8 --memory 8Gi,32Gi --gpu A100:2 --disk 50Gi --shm 8Gi",
+    "half": "--cpu 500m --memory 512Mi --shm auto",
+    "preset": "small_task",
+    "mig": '--gpu "A100/1g.5gb:1"',
+    "big": '--gpu "A100 80G:8"',
+    "tpu": "--gpu V5P/2x2x1",
+    "device": '--gpu "device:custom_accelerator/large:2"',
+    "count": "--gpu 4",
+}
+
+
+def flyte_call(node: ast.AST) -> str | None:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "flyte"
+    ):
+        return node.func.attr
+    return None
+
+
+def as_request(call: ast.Call) -> Resources:
+    """A ``flyte.Resources(...)`` call read back as a taskcell request, checking Flyte's types."""
+    fields = {}
+    for keyword in call.keywords:
+        kind = flyte_call(keyword.value)
+        if kind is not None:
+            args = {k.arg: ast.literal_eval(k.value) for k in keyword.value.keywords}
+            assert set(args) <= SIGNATURES[kind]
+            record = {"GPU": GPU, "TPU": TPU, "Device": Device}[kind]
+            args.pop("device_class", None)
+            fields[keyword.arg] = record(**args)
+            continue
+        value = ast.literal_eval(keyword.value)
+        if keyword.arg in ("memory", "disk", "shm"):  # Flyte takes Kubernetes quantity strings
+            assert isinstance(value, str) or all(isinstance(v, str) for v in value)
+        if keyword.arg == "gpu" and isinstance(value, str):
+            device, _, count = value.partition(":")
+            assert device in FLYTE_GPU_TYPES and 1 <= int(count) <= 8
+        fields[keyword.arg] = value
+    return Resources(**fields)
+
+
+def environments(source: str) -> dict[str, Resources]:
+    """Task function name -> the request of the environment it is defined in."""
+    tree = ast.parse(source)
+    envs: dict[str, Resources] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and flyte_call(node) in SIGNATURES:
+            assert {k.arg for k in node.keywords} <= SIGNATURES[flyte_call(node)]
+        if isinstance(node, ast.Assign) and flyte_call(node.value) == "TaskEnvironment":
+            resources = next(
+                (k.value for k in node.value.keywords if k.arg == "resources"), None
+            )
+            envs[node.targets[0].id] = as_request(resources) if resources else Resources()
+    tasks = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.decorator_list:
+            decorator = node.decorator_list[0]
+            assert isinstance(decorator, ast.Attribute) and decorator.attr == "task"
+            tasks[node.name] = envs[decorator.value.id]
+    return tasks
+
+
+def test_requests_equal_the_notebooks():
+    cells = [f"%%task {line} --name {name}\n{name}_out = 1" for name, line in LINES.items()]
+    source = export_notebook(notebook(*cells), "flyte")
+    found = environments(source)
+    for name, line in LINES.items():
+        assert found[name] == build_request(parse_task_line(line), lambda: BUILTIN_PRESETS, {}, {})
+    assert found["main"] == Resources()
+    assert 'fields_env = flyte.TaskEnvironment(\n    name="fields",' in source
+    assert 'gpu=flyte.GPU(device="A100", quantity=1, partition="1g.5gb")' in source
+    assert 'gpu="A100_80G:8"' in source
+
+
+def test_one_environment_per_distinct_request():
+    source = export_notebook(
+        notebook(
+            "%task_env etl --cpu 1 --memory 2Gi",
+            "%%task --env etl\na = 1",
+            "%%task --cpu 1 --memory 2Gi\nb = 1",
+            "%%task small_task\nc = 1",
+            "%%task\nd = 1",
+        ),
+        "flyte",
+    )
+    tree = ast.parse(source)
+    names = [
+        k.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and flyte_call(node) == "TaskEnvironment"
+        for k in node.keywords
+        if k.arg == "name"
+    ]
+    assert names == ["etl", "small_task", "tasks", "driver"]
+    assert "depends_on=[etl_env, small_task_env, tasks_env]" in source
+
+
+def test_driver_awaits_independent_tasks_together():
+    source = export_notebook(
+        notebook(
+            "x = 1",
+            "%%task\na = x + 1",
+            "%%task\nb, c = x + 2, x + 3",
+            "%%task\nd = a + b",
+            '%%task --cpu "min(2, x)"\ne = x',
+            "print(d, e)",
+        ),
+        "flyte",
+    )
+    assert "a, (b, c) = await asyncio.gather(compute_a.aio(x), compute_b.aio(x))" in source
+    assert "d, e = await asyncio.gather(\n" in source
+    assert "compute_e.override(resources=flyte.Resources(cpu=min(2, x))).aio(x)" in source
+    assert "def compute_b(x: Any) -> tuple[Any, Any]:" in source
+    assert "async def main() -> None:" in source
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('--gpu "A100:9"', r"cell 1 .*asks for 9 A100 GPUs; Flyte requests 1 to 8"),
+        ('--gpu "A100/1g.10gb:1"', r"Flyte has no A100 MIG partition '1g.10gb'"),
+    ],
+    ids=["too-many", "partition"],
+)
+def test_requests_flyte_cannot_express(line, message):
+    assert "1g.10gb" not in FLYTE_MIG["A100"]
+    with pytest.raises(ExportError, match=message):
+        export_notebook(notebook(f"%%task {line}\nx = 1"), "flyte")
+
+
+def test_left_out_parts_are_warned_about():
+    with pytest.warns(UserWarning, match=r"taskcell: cell 1 .*have no Flyte equivalent"):
+        source = export_notebook(notebook("%%task --resources process=1\nx = 1"), "flyte")
+    assert "process" not in source
+
+
+@pytest.mark.skipif(importlib.util.find_spec("flyte") is None, reason="flyte is not installed")
+def test_module_imports_with_flyte(tmp_path, monkeypatch):
+    cells = [f"%%task {line} --name {name}\n{name}_out = 1" for name, line in LINES.items()]
+    (tmp_path / "flyte_workflow.py").write_text(export_notebook(notebook(*cells), "flyte"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("flyte_workflow")
+    try:
+        assert module.fields_env.resources.gpu == "A100:2"
+    finally:
+        sys.modules.pop("flyte_workflow", None)

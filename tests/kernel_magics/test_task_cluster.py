@@ -1,0 +1,131 @@
+"""Which cluster ``%%task`` uses, seed 003 written as cells, and workers dying under a cell."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from conftest import KernelSession, most_at_once
+
+pytestmark = pytest.mark.slow
+
+
+def test_seed_scenario_as_task_cells(dask_processes):
+    dask_processes.worker("--nthreads", "4", "--resources", "GPU=2", name="gpu-a")
+    env = {"DASK_DISTRIBUTED__WORKER__RESOURCES__GPU": "2"}
+    dask_processes.worker("--nthreads", "4", env=env, name="gpu-env")
+    dask_processes.worker("--nthreads", "2", "--resources", "MEMORY=100e9", name="mem")
+    kernel = KernelSession()
+    try:
+        out = kernel.run(
+            "%load_ext taskcell\nimport distributed\n"
+            f"distributed.Client({dask_processes.address!r}).wait_for_workers(3)"
+        )
+        assert out.status == "ok", out.error_text
+        for i in range(8):
+            out = kernel.run(
+                f"%%task --gpu 1 --bg\nimport os, time\nt0 = time.time()\ntime.sleep(0.5)\n"
+                f"part_{i} = (os.environ['TASKCELL_WORKER_NAME'], t0, time.time())"
+            )
+            assert out.status == "ok", out.error_text
+        names = ", ".join(f"'part_{i}'" for i in range(8))
+        waited = kernel.run(
+            f"import time\nwhile any(n not in globals() for n in [{names}]):\n    time.sleep(0.1)",
+            timeout=120,
+        )
+        assert waited.status == "ok", waited.error_text
+        out = kernel.run(
+            "%%task --memory 70e9\nimport os\n"
+            "aggregated_on = os.environ['TASKCELL_WORKER_NAME']\n"
+            f"parts = [{names.replace(chr(39), '')}]"
+        )
+        assert out.status == "ok", out.error_text
+        assert kernel.value("aggregated_on") == "mem"
+        parts = kernel.value("parts")
+        assert {worker for worker, _, _ in parts} <= {"gpu-a", "gpu-env"}
+        for name in ("gpu-a", "gpu-env"):
+            assert most_at_once([(s, e) for w, s, e in parts if w == name]) <= 2
+    finally:
+        kernel.stop()
+
+
+def test_dask_scheduler_address_points_task_at_a_cluster(dask_processes):
+    dask_processes.worker(name="by-env")
+    kernel = KernelSession(env={"DASK_SCHEDULER_ADDRESS": dask_processes.address})
+    try:
+        kernel.run("%load_ext taskcell")
+        out = kernel.run("%%task\nimport os\nwhere = os.environ['TASKCELL_WORKER_NAME']")
+        assert out.status == "ok", out.error_text
+        assert kernel.value("where") == "by-env"
+    finally:
+        kernel.stop()
+
+
+def test_a_client_the_user_made_is_used(dask_processes):
+    dask_processes.worker(name="user-made")
+    kernel = KernelSession()
+    try:
+        kernel.run(
+            "%load_ext taskcell\nimport distributed\n"
+            f"client = distributed.Client({dask_processes.address!r})\nclient.wait_for_workers(1)"
+        )
+        out = kernel.run("%%task\nimport os\nwhere = os.environ['TASKCELL_WORKER_NAME']")
+        assert out.status == "ok", out.error_text
+        assert kernel.value("where") == "user-made"
+    finally:
+        kernel.stop()
+
+
+def _kill_worker_running_the_cell(kernel, dask_processes, workers, msg_id):
+    """Wait for the cell to print its worker's name, then SIGKILL that worker process."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        msg = kernel.client.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") != msg_id or msg["msg_type"] != "stream":
+            continue
+        for name, proc in workers.items():
+            if f"on {name}" in msg["content"]["text"]:
+                proc.send_signal(signal.SIGKILL)
+                return name
+    raise AssertionError("the cell never said where it runs")
+
+
+@pytest.mark.parametrize("retries", [0, 1], ids=["no-retries", "one-retry"])
+def test_worker_killed_mid_task(dask_processes, retries):
+    workers = {
+        name: dask_processes.worker("--resources", "GPU=1", name=name) for name in ("w1", "w2")
+    }
+    kernel = KernelSession()
+    try:
+        out = kernel.run(
+            "%load_ext taskcell\nimport distributed\n"
+            f"client = distributed.Client({dask_processes.address!r})\nclient.wait_for_workers(2)\n"
+            "outcome = 'unchanged'"
+        )
+        assert out.status == "ok", out.error_text
+        msg_id = kernel.start(
+            f"%%task --gpu 1 --retries {retries}\nimport os, time\n"
+            "where = os.environ['TASKCELL_WORKER_NAME']\n"
+            "print('on', where, flush=True)\n"
+            "time.sleep(8)\noutcome = 'ran on ' + where"
+        )
+        killed = _kill_worker_running_the_cell(kernel, dask_processes, workers, msg_id)
+        out = kernel.wait(msg_id, timeout=90)
+        if retries == 0:
+            assert out.status == "error"
+            assert "died while running this cell" in out.error_text
+            assert "tcp://127.0.0.1" in out.error_text
+            assert kernel.value("outcome") == "unchanged"
+        else:
+            assert out.status == "ok", out.error_text
+            survivor = ({"w1", "w2"} - {killed}).pop()
+            assert kernel.value("outcome") == f"ran on {survivor}"
+    finally:
+        kernel.stop()
+
+
+def test_task_help_is_the_option_manual(kernel):
+    out = kernel.run("print(get_ipython().find_cell_magic('task').__doc__)")
+    for option in ("--gpu", "--memory", "--shm", "--env", "--bg", "--retries", "--resources"):
+        assert option in out.stdout

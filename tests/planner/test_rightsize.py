@@ -1,0 +1,109 @@
+"""Right-sizing from measured use, and ``--preset auto``."""
+
+from __future__ import annotations
+
+import pytest
+
+from taskcell.errors import SpecError
+from taskcell.planner import auto_preset, review
+from taskcell.runner.history import TaskRecord
+from taskcell.runner.job import Usage
+from taskcell.spec import BUILTIN_PRESETS, Resources
+
+GiB = 1 << 30
+
+
+def record(cell, request, peak, cores=1.0, wall=10.0, state="finished", key=None, source=None):
+    r = TaskRecord(key=key or f"{cell}-key", cell=cell, request=request)
+    r.finish(state, Usage(wall=wall, cpu=cores * wall, peak_memory=int(peak)))
+    if source is not None:
+        r.source = source  # what the runner records once it keeps cell sources
+    return r
+
+
+def test_memory_asked_far_more_than_used():
+    r = record("train", Resources(cpu=32, memory="128Gi"), peak=3 * GiB, cores=1.5)
+    (memory, cpu) = review([r], BUILTIN_PRESETS)
+    assert (memory.kind, memory.resource) == ("over-requested", "memory")
+    assert memory.requested == 128 * GiB and memory.used == 3 * GiB
+    assert "peaked at 3 GiB (2%)" in memory.message
+    assert memory.preset == "small_task" and memory.line == "%%task small_task"
+    assert (cpu.kind, cpu.resource, cpu.preset) == ("over-requested", "cpu", "small_task")
+    assert "kept 1.5 busy (5%)" in cpu.message
+
+
+def test_memory_near_its_limit_suggests_room():
+    r = record("join", Resources(cpu=2, memory="4Gi"), peak=3.8 * GiB, cores=1.0)
+    (hint,) = review([r], BUILTIN_PRESETS)
+    assert (hint.kind, hint.resource) == ("near-limit", "memory")
+    assert "95% of its 4 GiB memory limit" in hint.message
+    assert hint.preset == "medium_task"  # 3.8 GiB plus a quarter no longer fits small_task
+
+
+def test_a_range_is_judged_against_its_limit():
+    r = record("grow", Resources(cpu=2, memory=("2Gi", "4Gi")), peak=3 * GiB, cores=1.0)
+    assert review([r], BUILTIN_PRESETS) == []
+
+
+def test_cpu_bound_task_is_told_more_cores_may_help():
+    r = record("crunch", Resources(cpu=2, memory="4Gi"), peak=2 * GiB, cores=1.97)
+    (hint,) = review([r], BUILTIN_PRESETS)
+    assert (hint.kind, hint.resource) == ("near-limit", "cpu")
+    assert hint.preset == "medium_task" and "CPU-bound" in hint.message
+
+
+def test_well_sized_short_failed_and_unrequested_tasks_say_nothing():
+    records = [
+        record("fine", Resources(cpu=2, memory="4Gi"), peak=2 * GiB, cores=1.2),
+        record("short", Resources(cpu=32, memory="8Gi"), peak=4 * GiB, cores=0.1, wall=0.2),
+        record("failed", Resources(memory="128Gi"), peak=1 * GiB, state="error"),
+        record("plain", Resources(), peak=10 * GiB, cores=4),
+    ]
+    assert review(records, BUILTIN_PRESETS) == []
+
+
+def test_gpu_tasks_keep_their_gpus():
+    r = record("fit", Resources(cpu=8, memory="32Gi", gpu=1), peak=1 * GiB, cores=1.0)
+    hints = review([r], BUILTIN_PRESETS)
+    assert {h.preset for h in hints} == {"g6e_xlarge_task"}
+    assert hints[0].to_dict()["line"] == "%%task g6e_xlarge_task"
+
+
+def test_auto_from_history_of_the_same_cell():
+    history = [
+        record("etl", Resources(cpu=32, memory="128Gi"), peak=2 * GiB, cores=1.0),
+        record("other", Resources(cpu=2, memory="4Gi"), peak=100 * GiB, cores=30),
+        record("etl", Resources(cpu=32, memory="128Gi"), peak=3.5 * GiB, cores=1.8),
+    ]
+    choice = auto_preset(history, name="etl", presets=BUILTIN_PRESETS)
+    assert choice.basis == "history"
+    assert choice.preset == "medium_task"  # 3.5 GiB plus a quarter is over small_task's 4 GiB
+    assert "2 past runs of this cell peaked at 3.5 GiB" in choice.reason
+
+
+def test_auto_matches_by_source_when_the_name_differs():
+    history = [record("cell-3", Resources(cpu=2, memory="4Gi"), peak=1 * GiB, source="x = f()")]
+    choice = auto_preset(history, name="cell-9", source="x = f()", presets=BUILTIN_PRESETS)
+    assert (choice.basis, choice.preset) == ("history", "small_task")
+
+
+def test_auto_without_history_asks_the_planner():
+    choice = auto_preset([], name="new", inputs_size="10 GiB", presets=BUILTIN_PRESETS)
+    assert choice.basis == "planner"
+    assert choice.preset == "medium_task"
+    assert choice.request == BUILTIN_PRESETS["medium_task"].override(Resources(disk="10Gi"))
+    assert "no past run of this cell" in choice.reason
+
+
+def test_auto_custom_request_when_no_preset_holds_it():
+    history = [record("huge", Resources(memory="900Gi"), peak=800 * GiB, cores=1)]
+    choice = auto_preset(history, name="huge", presets=BUILTIN_PRESETS)
+    assert choice.preset is None
+    assert choice.request == Resources(cpu=1, memory="1000Gi")
+
+
+def test_auto_refuses_what_the_platform_cannot_run():
+    import dask
+
+    with dask.config.set({"taskcell.platform": "latch"}), pytest.raises(SpecError, match="auto"):
+        auto_preset([], inputs_size="1 PiB", presets=BUILTIN_PRESETS)

@@ -1,0 +1,130 @@
+"""The panel in a real kernel: it moves while a blocking ``%%task`` cell runs; closed, it stops."""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def panel_kernel(kernel, module_dask):
+    """A kernel on a cluster of one worker with two GPUs, showing a panel as ``p``."""
+    module_dask.worker("--nthreads", "2", "--resources", "GPU=2", name="gpu-box")
+    out = kernel.run(
+        f"import distributed; distributed.Client({module_dask.address!r}).wait_for_workers(1)\n"
+        f"%task_cluster {module_dask.address}\n"
+        "import taskcell.widgets\n"
+        "p = taskcell.widgets.panel()\n"
+        "p"
+    )
+    assert out.status == "ok", out.error_text
+    (result,) = out.of_type("execute_result")
+    assert "application/vnd.jupyter.widget-view+json" in result["content"]["data"]
+    return kernel
+
+
+def iopub_until_idle(kernel, msg_id, on_message, timeout=60):
+    """Every iopub message, whatever its parent, until ``msg_id``'s execution is idle."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            msg = kernel.client.get_iopub_msg(timeout=0.1)
+        except queue.Empty:
+            on_message(None)
+            continue
+        on_message(msg)
+        if (
+            msg["msg_type"] == "status"
+            and msg["parent_header"].get("msg_id") == msg_id
+            and msg["content"]["execution_state"] == "idle"
+        ):
+            kernel.client.get_shell_msg(timeout=10)
+            return
+    raise TimeoutError(f"execution {msg_id} did not finish")
+
+
+def state_updates(msg, model_id):
+    if msg is None or msg["msg_type"] != "comm_msg":
+        return None
+    if msg["content"]["comm_id"] != model_id:
+        return None
+    return msg["content"]["data"].get("state", {}).get("value")
+
+
+def test_panel_moves_at_least_once_a_second_while_a_blocking_cell_runs(panel_kernel, tmp_path):
+    workers_id = panel_kernel.value("p.workers.model_id")
+    flag = tmp_path / "release"
+    cell = textwrap.dedent(f"""
+        %%task --gpu 1 --name blocker
+        import os, time
+        while not os.path.exists({str(flag)!r}):
+            time.sleep(0.05)
+        held = True
+    """).strip()
+    msg_id = panel_kernel.start(cell)
+    seen: list[tuple[float, str]] = []
+    first: list[float] = []
+
+    def watch(msg):
+        value = state_updates(msg, workers_id)
+        now = time.monotonic()
+        if value is not None:
+            seen.append((now, value))
+            if "blocker" in value and not first:
+                first.append(now)
+        if first and now - first[0] > 3.5 and not flag.exists():
+            flag.touch()
+
+    iopub_until_idle(panel_kernel, msg_id, watch)
+    running = [(t, v) for t, v in seen if "blocker" in v and t - first[0] <= 3.5]
+    times = [t for t, _ in running]
+    assert len(running) >= 4, [round(t - first[0], 2) for t in times]
+    assert max(b - a for a, b in itertools.pairwise(times)) < 1.5
+    assert "1/2" in running[-1][1]  # one of the two GPUs held by the running cell
+    assert panel_kernel.value("held") is True
+
+    # And it empties once the cell is done.
+    deadline = time.monotonic() + 10
+    while panel_kernel.value("p.feed.snapshot()['totals'][1]['running']") != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def test_planner_box_suggests_and_inserts_the_line(panel_kernel):
+    out = panel_kernel.run("p.size.value = '1 GiB'\nprint(p.suggestion.line)\np.insert()")
+    assert out.status == "ok", out.error_text
+    assert out.stdout.strip() == "%%task small_task --disk 1Gi"
+    assert out.result == "True"
+    sent = [
+        m["content"]["data"]
+        for m in out.of_type("comm_msg")
+        if m["content"]["data"].get("action") == "insert-cell-below"
+    ]
+    assert sent == [{"action": "insert-cell-below", "source": "%%task small_task --disk 1Gi\n"}]
+    assert "small_task fits" in panel_kernel.value("p.advice.value")
+
+    out = panel_kernel.run(
+        "import numpy as np\narr = np.zeros(2 << 30, dtype='uint8')\n"
+        "p.size.value = 'arr'\np.profile.value = 'light'\nprint(p.suggestion.preset)"
+    )
+    assert out.stdout.strip() == "small_task", out.error_text
+    panel_kernel.run("p.size.value = 'no such thing'")
+    assert "matches no file" in panel_kernel.value("p.advice.value")
+    assert panel_kernel.value("p.insert_button.disabled") is True
+
+
+def test_closed_panel_stops_updating(panel_kernel):
+    workers_id = panel_kernel.value("p.workers.model_id")
+    out = panel_kernel.run("p.close(); p._thread.is_alive(), p.feed.closed")
+    assert out.result == "(False, True)", out.error_text
+    msg_id = panel_kernel.start("%%task --gpu 1\nimport time; time.sleep(1.5); slept = True")
+    updates = []
+    iopub_until_idle(panel_kernel, msg_id, lambda m: updates.append(state_updates(m, workers_id)))
+    assert [u for u in updates if u is not None] == []
+    assert panel_kernel.value("slept") is True
