@@ -22,6 +22,8 @@ export const POLL_WAIT = 25;
 export const MIN_REDRAW = 250;
 /** How often the list of clusters is refreshed while the sidebar is shown (ms). */
 export const LIST_EVERY = 10000;
+/** The least time between two list refreshes caused by notebook or kernel events (ms). */
+export const CONTEXT_REFRESH = 1000;
 /** How long to wait after a failed request before the next (ms). */
 export const RETRY_AFTER = 3000;
 
@@ -140,6 +142,10 @@ export class OccupancyView extends Widget {
       window.clearInterval(this._listTimer);
       this._listTimer = null;
     }
+    if (this._refreshTimer !== null) {
+      window.clearTimeout(this._refreshTimer);
+      this._refreshTimer = null;
+    }
     this._abortPoll();
     this._following = null;
   }
@@ -236,15 +242,26 @@ export class OccupancyView extends Widget {
       this._path = path;
       this._chosen = null;
     }
-    if (!this._active) {
+    if (this._active) {
+      this._scheduleRefresh();
+    }
+  }
+
+  /**
+   * Refresh the list soon: at once, or a second after the last refresh when kernels report
+   * busy and idle in a burst. The last event of a burst always gets its refresh: a kernel
+   * records its cluster during a cell, and the idle at its end is what tells the sidebar.
+   */
+  private _scheduleRefresh(): void {
+    if (this._refreshTimer !== null) {
       return;
     }
-    // Kernels report busy/idle often; one list request per second is plenty.
-    const now = Date.now();
-    if (now - this._lastContextRefresh > 1000) {
-      this._lastContextRefresh = now;
+    const wait = Math.max(0, this._lastRefresh + CONTEXT_REFRESH - Date.now());
+    this._refreshTimer = window.setTimeout(() => {
+      this._refreshTimer = null;
+      this._lastRefresh = Date.now();
       void this.refresh();
-    }
+    }, wait);
   }
 
   private _client: IResourcesClient;
@@ -261,7 +278,8 @@ export class OccupancyView extends Widget {
   private _generation = 0;
   private _abort: AbortController | null = null;
   private _listTimer: number | null = null;
-  private _lastContextRefresh = 0;
+  private _lastRefresh = 0;
+  private _refreshTimer: number | null = null;
 }
 
 /** The "Resources" sidebar: live occupancy above, the planner below. */

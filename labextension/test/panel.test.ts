@@ -179,6 +179,26 @@ describe('OccupancyView', () => {
     expect(client.polls).toHaveLength(0);
   });
 
+  it('refreshes after the last of a burst of kernel events, once', async () => {
+    const client = new FakeClient();
+    client.list = { clusters: [] };
+    const context = new FakeContext();
+    mount(new OccupancyView(client, context));
+    await until(() => client.listCalls === 1);
+    // busy -> idle within a second: the kernel recorded its cluster in between.
+    context.changed.emit();
+    await until(() => client.listCalls === 2);
+    client.list = new FakeClient().list;
+    context.changed.emit();
+    context.changed.emit();
+    await settle();
+    expect(client.listCalls).toBe(2);
+    await until(() => client.listCalls === 3);
+    await until(() => client.polls.length === 1);
+    await new Promise(resolve => setTimeout(resolve, 1100));
+    expect(client.listCalls).toBe(3);
+  });
+
   it('refreshes the cluster list when the notebook changes, and not after dispose', async () => {
     const client = new FakeClient();
     const context = new FakeContext();

@@ -15,14 +15,12 @@ from IPython.core.magic import (
 )
 from IPython.display import display, publish_display_data
 
-from taskcell import config
-from taskcell.cluster import connect
 from taskcell.errors import SpecError
-from taskcell.runner.background import run_cell_task
-from taskcell.runner.cell_task import CellSource, Display, print_stream
 from taskcell.runner.history import TaskHistory
 from taskcell.runner.task_line import PARSER, build_request, parse_task_line
 from taskcell.spec import Environment
+
+# Dask and the runner are imported when a magic first runs, so `%load_ext taskcell` stays fast.
 
 
 class _StatusLine:
@@ -56,6 +54,11 @@ class TaskMagics(Magics):
     @output_can_be_silenced
     @cell_magic
     def task(self, line: str, cell: str) -> Any:
+        from taskcell import config
+        from taskcell.cluster import connect
+        from taskcell.runner.execution import run_cell_task
+        from taskcell.runner.cell_task import CellSource, Display, print_stream
+
         ns = self.shell.user_ns
         try:
             parsed = parse_task_line(line)
@@ -89,6 +92,8 @@ class TaskMagics(Magics):
         ``%%task --env training`` then starts from these fields; the cell's own options replace
         them field by field. ``%task_env`` alone lists the environments.
         """
+        from taskcell import config
+
         name, _, rest = line.strip().partition(" ")
         if not name:
             for env in self.environments.values():
@@ -105,6 +110,8 @@ class TaskMagics(Magics):
     @line_magic
     def task_cluster(self, line: str) -> str:
         """Show the cluster ``%%task`` uses, or point it at one: ``%task_cluster tcp://host:8786``."""
+        from taskcell.cluster import connect
+
         address = line.strip()
         client = connect.use_address(address) if address else connect.current_client()
         workers = connect.live_workers(client, refresh=True)

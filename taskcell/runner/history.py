@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Literal
-
-import pandas as pd
-from dask.utils import format_bytes
+from typing import TYPE_CHECKING, Literal
 
 from taskcell.runner.job import Usage
 from taskcell.spec import Resources
+
+if TYPE_CHECKING:
+    import pandas
 
 #: queued: submitted, not started; running: a worker runs it; finished / error: it ended;
 #: interrupted: stopped by the user; lost: its worker died and no retry was left.
@@ -45,8 +45,11 @@ class TaskRecord:
 class TaskHistory(list[TaskRecord]):
     """Every task of this kernel, oldest first."""
 
-    def frame(self) -> pd.DataFrame:
+    def frame(self) -> pandas.DataFrame:
         """One row per task: cell, request, worker, state, wall time and measured use."""
+        import pandas as pd
+        from dask.utils import format_bytes
+
         rows = [
             {
                 "cell": r.cell,

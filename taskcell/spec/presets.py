@@ -63,7 +63,8 @@ def _preset(name: object, entry: object, origin: str) -> Resources:
 def _load_builtin() -> tuple[Mapping[str, Resources], Mapping[str, str]]:
     text = package_files.files("taskcell.spec").joinpath("presets.yaml").read_text("utf-8")
     presets, descriptions = {}, {}
-    for name, entry in yaml.safe_load(text).items():
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader is ~10x faster
+    for name, entry in yaml.load(text, Loader=loader).items():
         fields = dict(entry)
         descriptions[name] = fields.pop("description")
         presets[name] = _preset(name, fields, "presets.yaml")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -94,6 +95,10 @@ class Lab:
             JUPYTERLAB_SETTINGS_DIR=str(state / "settings"),
             JUPYTERLAB_WORKSPACES_DIR=str(state / "workspaces"),
         )
+        # No "get notified about Jupyter news?" toast over the screenshots.
+        notification = state / "settings" / "@jupyterlab" / "apputils-extension"
+        notification.mkdir(parents=True)
+        (notification / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
         self.log = state / "lab.log"
         self.proc = subprocess.Popen(
             [
@@ -183,7 +188,8 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
         page.on("pageerror", lambda e: errors.append(str(e)))
         try:
             page.goto(f"{lab.url}/lab/tree/{name}?token={lab.token}")
-            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(
+            # The kernel has started and connected ("No Kernel | Initializing" until then).
+            expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle$"))).to_be_visible(
                 timeout=45_000
             )
 

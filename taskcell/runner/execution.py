@@ -1,4 +1,4 @@
-"""``%%task --bg``: the cell runs while the notebook goes on; its names are bound when it ends."""
+"""Running a cell as a task: in the foreground, or with ``--bg`` while the notebook goes on."""
 
 from __future__ import annotations
 
