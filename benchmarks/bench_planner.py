@@ -19,6 +19,7 @@ The baseline is the raw Dask way a panel would learn the same: every worker's ``
 from __future__ import annotations
 
 import time
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -112,7 +113,7 @@ def _cluster(n_workers: int, tasks_per_worker: int, running: int) -> tuple:
     p.subscribers.add("client-1")
     for ws in s.workers.values():
         for j in range(tasks_per_worker):
-            ts = _assign(s, p, ws, f"cell-{ws.name}-{j:04d}-{'0' * 32}", 1.0)
+            ts = _assign(s, p, ws, f"cell-{j}-{uuid.uuid4().hex}", 1.0)
             if j < running:
                 _start(p, ts)
     p.tick(force=True)
@@ -200,7 +201,7 @@ def _panel_cpu_row(seconds: int = 10, churn: int = 100) -> dict:
                 ws = workers[(second * churn + quarter * 25 + i) % len(workers)]
                 done = next(ts for ts in ws.processing if ts.key in p.running.get(ws.address, {}))
                 serial += 1
-                key = f"cell-new-{serial:06d}-{'0' * 32}"
+                key = f"cell-{serial}-{uuid.uuid4().hex}"
                 t0 = time.thread_time()
                 _finish(s, p, done)
                 fresh = _assign(s, p, ws, key, 1.0)

@@ -112,7 +112,7 @@ class FakeContext implements INotebookContext {
 const settle = () => new Promise(resolve => setTimeout(resolve, 0));
 
 async function until(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 100 && !check(); i++) {
+  for (let i = 0; i < 300 && !check(); i++) {
     await new Promise(resolve => setTimeout(resolve, 10));
   }
   expect(check()).toBe(true);

@@ -88,31 +88,73 @@ def _uses(resources: dict[str, list]) -> list[ResourceUse]:
     ]
 
 
-def _task(t: list) -> TaskInfo:
-    key, name, request, state, since, worker, waiting_for = t
+def _name(key: str, name: str | None) -> str:
+    if name is not None:
+        return name
+    from dask.utils import key_split
+
+    return _plugin.task_name(key, key_split(key))
+
+
+def _show(resource: str, amount: float) -> str:
+    if resource.casefold() in ("memory", "disk", "shm"):
+        from dask.utils import format_bytes
+
+        return format_bytes(int(amount))
+    return f"{amount:g}"
+
+
+def assigned_reason(request: dict, worker: WorkerSnapshot) -> str:
+    """What a task assigned to ``worker`` waits for there, from the worker's amounts."""
+    uses = {u["resource"]: u for u in worker["resources"]}
+    held = []
+    for resource, amount in request.items():
+        use = uses.get(resource)
+        total = use["total"] if use else 0.0
+        running = use["running"] if use else 0.0
+        if amount > total - running:
+            held.append(
+                f"{resource}={_show(resource, amount)} ({_show(resource, running)} of "
+                f"{_show(resource, total)} held by running tasks)"
+            )
+    if held:
+        return "waiting on this worker for " + "; ".join(held)
+    threads = uses.get(_plugin.THREADS)
+    if threads is not None and threads["running"] >= threads["total"]:
+        busy, total = threads["running"], threads["total"]
+        return f"waiting on this worker for a free thread ({busy:g} of {total:g} busy)"
+    return "starting"
+
+
+def _task(t: list, worker: str | None = None) -> TaskInfo:
+    key, name, request, state, since = t[:5]
     return TaskInfo(
         key=key,
-        name=name,
+        name=_name(key, name),
         request=dict(request),
         state=_STATES[state],  # type: ignore[typeddict-item]
         since=since,
         worker=worker,
-        waiting_for=waiting_for,
+        waiting_for=t[5] if len(t) > 5 else None,
     )
 
 
 def _worker(w: list) -> WorkerSnapshot:
     address, name, nthreads, memory_limit, resources, tasks, n_running, n_assigned = w
-    return WorkerSnapshot(
+    record = WorkerSnapshot(
         address=address,
         name=name,
         nthreads=nthreads,
         memory_limit=memory_limit,
         resources=_uses(resources),
-        tasks=[_task(t) for t in tasks],
+        tasks=[_task(t, address) for t in tasks],
         running_tasks=n_running,
         assigned_tasks=n_assigned,
     )
+    for task in record["tasks"]:
+        if task["state"] == "assigned":
+            task["waiting_for"] = assigned_reason(task["request"], record)
+    return record
 
 
 def _snapshot(

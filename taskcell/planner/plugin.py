@@ -20,8 +20,10 @@ Wire format (compact lists; :mod:`taskcell.planner.feed` turns them into
 
     worker = [address, name, nthreads, memory_limit, {resource: [total, running, assigned]},
               [task, ...], n_running, n_assigned]
-    task   = [key, name, {resource: amount}, state, since, worker, waiting_for]
-             state: "r" running, "a" assigned, "q" queued on the scheduler
+    task   = [key, name or None, {resource: amount}, state, since] (+ [waiting_for] when queued)
+             state: "r" running, "a" assigned, "q" queued on the scheduler; a task's name is
+             sent only when the client cannot derive it from a string key, and its worker and
+             what an assigned task waits for are derived by the client from the worker record
     update = {"v", "seq", "time", "scheduler", "workers": [worker, ...] (changed ones),
               "removed": [address, ...], "queue": [task, ...] or None (unchanged), "queued",
               "totals": {resource: [total, running, assigned]}, "full": bool}
@@ -57,7 +59,7 @@ WIRE_VERSION = 1
 THREADS = "threads"
 #: Most assigned-but-waiting tasks listed per worker, and queued tasks listed in all; the rest
 #: are counted. Bounds an update's size whatever the queue.
-TASKS_PER_WORKER = 10
+TASKS_PER_WORKER = 5
 QUEUE_LIMIT = 100
 
 _BYTES = frozenset({"memory", "disk", "shm"})
@@ -70,7 +72,9 @@ _QUEUE_STATES = ("no-worker", "waiting", "queued")
 
 def _amount(value: float) -> float | int:
     """A whole amount as an int: smaller on the wire and read back exactly."""
-    return int(value) if value == int(value) else value
+    if value.__class__ is float and value.is_integer():
+        return int(value)
+    return value
 
 
 def _show(resource: str, amount: float) -> str:
@@ -97,6 +101,19 @@ def task_name(key: Any, prefix: str) -> str:
         if match:
             return key[: match.start()]
     return prefix
+
+
+def _request_wire(restrictions: dict[str, float] | None) -> dict[str, float | int]:
+    if not restrictions:
+        return {}
+    return {r: _amount(a) for r, a in restrictions.items()}
+
+
+def _task(ts: Any, state: str, since: float) -> list:
+    """A task on the wire; its name only where the client cannot derive it from the key."""
+    key = ts.key
+    name = None if isinstance(key, str) else ts.prefix.name
+    return [str(key), name, _request_wire(ts.resource_restrictions), state, since]
 
 
 class StartReporter(WorkerPlugin):
@@ -398,14 +415,13 @@ class OccupancyPlugin(SchedulerPlugin):
 
     def worker_record(self, ws: Any) -> list:
         """One worker on the wire: its resources split into running and assigned, its tasks."""
-        address = ws.address
-        started = self.running.get(address, {})
-        running: dict[str, float] = dict.fromkeys(ws.resources, 0.0)
-        assigned: dict[str, float] = dict.fromkeys(ws.resources, 0.0)
+        started = self.running.get(ws.address, {})
+        totals = ws.resources
+        running = dict.fromkeys(totals, 0.0)
+        assigned = dict.fromkeys(totals, 0.0)
         run_tasks, waiting = [], []
         busy_threads = 0
         for ts in ws.processing:
-            restrictions = ts.resource_restrictions or {}
             if ts.key in started:
                 sums = running
                 run_tasks.append(ts)
@@ -414,60 +430,33 @@ class OccupancyPlugin(SchedulerPlugin):
             else:
                 sums = assigned
                 waiting.append(ts)
-            for resource, amount in restrictions.items():
-                sums[resource] = sums.get(resource, 0.0) + amount
+            if ts.resource_restrictions:
+                for resource, amount in ts.resource_restrictions.items():
+                    sums[resource] = sums.get(resource, 0.0) + amount
         resources = {THREADS: [ws.nthreads, busy_threads, len(waiting)]}
-        for resource in running:
-            total = ws.resources.get(resource, 0.0)
+        for resource, total in totals.items():
             resources[resource] = [
                 _amount(total),
                 _amount(max(running[resource], 0.0)),
                 _amount(max(assigned[resource], 0.0)),
             ]
-        tasks = [self._task(ts, "r", started[ts.key], address, None) for ts in run_tasks]
-        oldest = heapq.nsmallest(
-            TASKS_PER_WORKER, waiting, key=lambda ts: self.since.get(ts.key, 0.0)
-        )
-        for ts in oldest:
-            reason = self._assigned_reason(ts, ws, running, busy_threads)
-            tasks.append(self._task(ts, "a", self.since.get(ts.key, 0.0), address, reason))
+        since = self.since
+        tasks = [_task(ts, "r", started[ts.key]) for ts in run_tasks]
+        if len(waiting) > TASKS_PER_WORKER:
+            waiting = heapq.nsmallest(TASKS_PER_WORKER, waiting, key=lambda t: since.get(t.key, 0))
+        else:
+            waiting.sort(key=lambda t: since.get(t.key, 0.0))
+        tasks += [_task(ts, "a", since.get(ts.key, 0.0)) for ts in waiting]
         return [
-            address,
+            ws.address,
             str(ws.name),
             ws.nthreads,
             int(ws.memory_limit or 0),
             resources,
             tasks,
             len(run_tasks),
-            len(waiting),
+            len(ws.processing) - len(run_tasks),
         ]
-
-    @staticmethod
-    def _task(ts: Any, state: str, since: float, worker: str | None, why: str | None) -> list:
-        restrictions = {r: _amount(a) for r, a in (ts.resource_restrictions or {}).items()}
-        return [
-            str(ts.key),
-            task_name(ts.key, ts.prefix.name),
-            restrictions,
-            state,
-            since,
-            worker,
-            why,
-        ]
-
-    @staticmethod
-    def _assigned_reason(ts: Any, ws: Any, running: dict[str, float], busy: int) -> str:
-        held = [
-            f"{r}={_show(r, a)} ({_show(r, running.get(r, 0.0))} of "
-            f"{_show(r, ws.resources.get(r, 0.0))} held by running tasks)"
-            for r, a in (ts.resource_restrictions or {}).items()
-            if a > ws.resources.get(r, 0.0) - running.get(r, 0.0)
-        ]
-        if held:
-            return "waiting on this worker for " + "; ".join(held)
-        if busy >= ws.nthreads:
-            return f"waiting on this worker for a free thread ({busy} of {ws.nthreads} busy)"
-        return "starting"
 
     def queue_records(self) -> list:
         """The tasks no worker holds yet, oldest first within each state, at most QUEUE_LIMIT."""
@@ -479,7 +468,7 @@ class OccupancyPlugin(SchedulerPlugin):
                 ts = self.scheduler.tasks.get(key)
                 if ts is None:
                     continue
-                out.append(self._task(ts, "q", since, None, self._queued_reason(ts, reasons)))
+                out.append([*_task(ts, "q", since), self._queued_reason(ts, reasons)])
         return out
 
     def _queued_reason(self, ts: Any, cache: dict[Any, str]) -> str:

@@ -12,7 +12,7 @@ ask for (Dask's ``used_resources`` is their sum). ``assigned`` may exceed what i
 tasks wait on the worker until running ones finish. No amount is ever negative.
 
 Lists are bounded so an update stays small whatever the queue: a worker's ``tasks`` holds
-every running task and its ten oldest assigned ones (``running_tasks``/``assigned_tasks``
+every running task and its five oldest assigned ones (``running_tasks``/``assigned_tasks``
 count them all); ``queue`` holds at most 100 tasks (``queued`` counts them all).
 
 The planner's answers travel as JSON too: :class:`SuggestionInfo` (``suggest(...).to_dict()``)
@@ -67,7 +67,7 @@ class WorkerSnapshot(TypedDict):
     resources: list[ResourceUse]
     tasks: list[TaskInfo]
     #: How many tasks run on it, and how many are assigned to it and wait (all of them,
-    #: whereas ``tasks`` lists at most ten waiting ones).
+    #: whereas ``tasks`` lists at most five waiting ones).
     running_tasks: int
     assigned_tasks: int
 

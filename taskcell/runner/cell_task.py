@@ -12,6 +12,7 @@ import contextlib
 import queue
 import sys
 import time
+import types
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -122,7 +123,7 @@ def _inputs(
     """The cell's inputs: small ones to send inline, large or remote ones as futures."""
     wanted = [n for n in names if n in namespace]
     for n in list(wanted):
-        if callable(namespace[n]) and hasattr(namespace[n], "__code__"):
+        if _defined_in_notebook(namespace[n]):
             wanted += sorted(function_globals(namespace[n], namespace) - set(wanted))
     inline: dict[str, Any] = {}
     remote: dict[str, Any] = {}
@@ -137,13 +138,19 @@ def _inputs(
     return inline, remote
 
 
+def _defined_in_notebook(value: Any) -> bool:
+    """A function or class the notebook defined: the globals it reads travel with it."""
+    is_code = isinstance(value, (types.FunctionType, type))
+    return is_code and getattr(value, "__module__", None) == "__main__"
+
+
 def wait_for_cell(client: Client, sub: Submission, out: Display, retries: int = 0) -> CellResult:
     """Wait for the cell, showing its output and status; interrupts stop it on its worker."""
     try:
         _follow(client, sub, out, retries)
     except KeyboardInterrupt:
         sub.future.cancel()
-        client.run(interrupt_cell, sub.job.key)
+        client.run(interrupt_cell, sub.job.key, on_error="ignore")
         sub.record.finish("interrupted")
         out.status(f"interrupted {_where(sub)}; nothing was written back")
         raise

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def gpu_kernel(kernel, module_dask):
-    """A kernel pointed at one worker process advertising ``GPU=2`` with two threads."""
-    module_dask.worker("--nthreads", "2", "--resources", "GPU=2", name="gpu-worker")
+    """A kernel pointed at one worker process advertising ``GPU=2,process=1``, two threads."""
+    module_dask.worker("--nthreads", "2", "--resources", "GPU=2,process=1", name="gpu-worker")
     out = kernel.run(
         f"import distributed; distributed.Client({module_dask.address!r}).wait_for_workers(1)\n"
         f"%task_cluster {module_dask.address}"
@@ -205,3 +205,46 @@ def test_tasks_lists_this_kernels_tasks(gpu_kernel):
     frame = gpu_kernel.run("_t = %tasks\nprint(_t[_t.cell == 'tagged'].iloc[-1].to_dict())")
     assert "'state': 'finished'" in frame.stdout
     assert "tcp://127.0.0.1" in frame.stdout
+
+
+def last_request(kernel) -> str:
+    return kernel.value("(lambda t: t.iloc[-1].request)(get_ipython().run_line_magic('tasks', ''))")
+
+
+def test_preset_with_fields_overridden(gpu_kernel):
+    out = gpu_kernel.run("%%task small_gpu_task --cpu 1 --memory 1Gi\nv = 1")
+    assert out.status == "ok", out.error_text
+    assert last_request(gpu_kernel) == "Resources(cpu=1, memory='1Gi', gpu=1)"
+
+
+def test_user_preset_from_dask_config(gpu_kernel):
+    gpu_kernel.run("import dask; dask.config.set({'taskcell.presets': {'tiny': {'cpu': 1}}})")
+    out = gpu_kernel.run("%%task tiny\nv = 2")
+    assert out.status == "ok", out.error_text
+    assert last_request(gpu_kernel) == "Resources(cpu=1)"
+
+
+def test_dynamic_value_is_evaluated_against_the_namespace(gpu_kernel):
+    gpu_kernel.run("files = ['a', 'b', 'c']")
+    out = gpu_kernel.run('%%task --cpu "min(2, len(files))"\nn = len(files)')
+    assert out.status == "ok", out.error_text
+    assert last_request(gpu_kernel) == "Resources(cpu=2)"
+
+
+def test_named_environment_then_cell_fields(gpu_kernel):
+    out = gpu_kernel.run("%task_env training --gpu 1 --memory 1Gi")
+    assert out.status == "ok", out.error_text
+    out = gpu_kernel.run("%%task --env training --memory 2Gi\nw = 1")
+    assert out.status == "ok", out.error_text
+    assert last_request(gpu_kernel) == "Resources(memory='2Gi', gpu=1)"
+    unknown = gpu_kernel.run("%%task --env nope\nw = 2")
+    assert "UsageError" in unknown.stderr and "'nope' is not a defined environment" in unknown.stderr
+
+
+def test_any_abstract_resource(gpu_kernel):
+    out = gpu_kernel.run("%%task --resources process=1\nw = 3")
+    assert out.status == "ok", out.error_text
+    assert last_request(gpu_kernel) == "Resources(extra={'process': 1})"
+    too_many = gpu_kernel.run("%%task --resources process=2\nw = 4")
+    assert "asks process=2; the most any worker has is 1" in too_many.error_text
+    assert gpu_kernel.value("w") == 3

@@ -9,8 +9,8 @@ import pytest
 from distributed import Client
 
 from taskcell.planner import review
-from taskcell.runner.execution import run_cell_task
 from taskcell.runner.cell_task import CellSource, Display
+from taskcell.runner.execution import run_cell_task
 from taskcell.spec import BUILTIN_PRESETS, Resources
 
 pytestmark = pytest.mark.slow
