@@ -238,7 +238,8 @@ def test_named_environment_then_cell_fields(gpu_kernel):
     assert out.status == "ok", out.error_text
     assert last_request(gpu_kernel) == "Resources(memory='2Gi', gpu=1)"
     unknown = gpu_kernel.run("%%task --env nope\nw = 2")
-    assert "UsageError" in unknown.stderr and "'nope' is not a defined environment" in unknown.stderr
+    assert "UsageError" in unknown.stderr
+    assert "'nope' is not a defined environment" in unknown.stderr
 
 
 def test_any_abstract_resource(gpu_kernel):
