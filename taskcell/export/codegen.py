@@ -19,6 +19,8 @@ def string_rows(code: str) -> set[int]:
     Indenting those lines would change the string's value, so :func:`indent` leaves them.
     """
     rows: set[int] = set()
+    if '"""' not in code and "'''" not in code and "\\\n" not in code:
+        return rows  # no string can span lines
     starts: list[int] = []
     try:
         for token in tokenize.generate_tokens(io.StringIO(code).readline):

@@ -34,6 +34,7 @@ Choices, each made once here:
 from __future__ import annotations
 
 import ast
+import functools
 import keyword
 import re
 from collections.abc import Iterable, Mapping
@@ -349,10 +350,18 @@ def _check_no_await(cell: Cell, tree: ast.Module) -> None:
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _maybe_unbound(code: str, outputs: tuple[str, ...]) -> set[str]:
+_STRAIGHT = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Import, ast.ImportFrom,
+             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass, ast.Delete)  # fmt: skip
+
+
+def _maybe_unbound(code: str, tree: ast.Module, outputs: tuple[str, ...]) -> set[str]:
     """Outputs that some path through the cell leaves unbound (loop targets, one branch)."""
     if not outputs:
         return set()
+    if all(isinstance(stmt, _STRAIGHT) for stmt in tree.body) and not any(
+        isinstance(node, (ast.NamedExpr, ast.Delete)) for node in ast.walk(tree)
+    ):
+        return set()  # straight-line code binds every name it binds
     probe = analyze_cell(code + "\n(" + ", ".join(outputs) + ",)\n")
     return set(probe.inputs) & set(outputs)
 
@@ -453,8 +462,10 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
         removed = [s for s in cell_imports.statements if _statement_hoisted(s, hoisted)]
         removed += _special_imports(tree)
         code = _remove(cell.code, tree, removed) if removed else cell.code
-        _check_no_global(cell, tree)
-        _check_no_await(cell, tree)
+        if "global" in cell.code:
+            _check_no_global(cell, tree)
+        if "await" in cell.code or "async" in cell.code:
+            _check_no_await(cell, tree)
         for name in cell.analysis.inputs:
             if _HISTORY.fullmatch(name) and name not in state and name not in hoisted:
                 notes.append(
@@ -467,7 +478,7 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
 
         if cell.task is None:
             code = _show_last_value(cell, code)
-            analysis = analyze_cell(code)
+            analysis = cell.analysis if code == cell.code else analyze_cell(code)
             reads = [n for n in needed(analysis.inputs) if n not in hoisted]
             run_imports = []
             for name in needed(analysis.inputs):
@@ -479,14 +490,15 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
             for name in gather:
                 state[name] = _Binding("value")
             steps.append(DriverStep(cell, code, gather, tuple(run_imports)))
-            tree_now = ast.parse(code)
+            tree_now = tree if code == cell.code else ast.parse(code)
             for name in analysis.outputs:
                 if name in cell_imports.only:
                     state[name] = _Binding("module", cell_imports.names[name])
                 else:
                     state[name] = _Binding("value")
                 definitions.pop(name, None)
-            definitions.update(_definitions(code, tree_now))
+            if analysis.functions or analysis.classes or "lambda" in code:
+                definitions.update(_definitions(code, tree_now))
             for name in analysis.deleted:
                 state.pop(name, None)
                 definitions.pop(name, None)
@@ -500,7 +512,7 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
         if platform:
             _check_platform(cell, request, platform)
         code = _drop_last_value(code)
-        analysis = analyze_cell(code)
+        analysis = cell.analysis if code == cell.code else analyze_cell(code)
         params: list[str] = []
         local_imports: list[str] = []
         for name in analysis.inputs:
@@ -536,7 +548,7 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
         )
         for name in gather:
             state[name] = _Binding("value")
-        maybe = _maybe_unbound(code, analysis.outputs)
+        maybe = _maybe_unbound(code, tree if code == cell.code else ast.parse(code), analysis.outputs)
         returns = tuple(
             n
             for n in analysis.outputs
@@ -596,25 +608,29 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
     )
 
 
-def _expression_names(cell: Cell) -> list[str]:
+def _expression_names(cell: Cell) -> tuple[str, ...]:
     """Names a task cell's dynamic resource expressions read (without resolving the request)."""
+    if cell.task is None or not cell.task.fields:
+        return ()
+    try:
+        return _fields_names(tuple(cell.task.fields.items()))
+    except SpecError as e:
+        raise ExportError(f"{cell.label}: {e}") from e
+
+
+@functools.lru_cache(maxsize=1024)
+def _fields_names(fields: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     from taskcell.export.requests import _is_dynamic
     from taskcell.spec import Expression
 
     found: dict[str, None] = {}
-    line = cell.task
-    if line is None:
-        return []
-    for name, text in line.fields.items():
+    for name, text in fields:
         if _is_dynamic(name, text):
-            try:
-                names = Expression(text).names
-            except SpecError as e:
-                raise ExportError(f"{cell.label}: {e}") from e
+            names = Expression(text).names
             for node in ast.walk(ast.parse(text.strip(), mode="eval")):
                 if isinstance(node, ast.Name) and node.id in names:
                     found.setdefault(node.id)
-    return list(found)
+    return tuple(found)
 
 
 def _check_platform(cell: Cell, request: TaskRequest, platform: str) -> None:

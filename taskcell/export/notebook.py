@@ -365,7 +365,8 @@ def _python(
             text = comment if top else f"{indent}pass\n{comment}"
         edits.append(_Edit(stmt.lineno, stmt.end_lineno or stmt.lineno, text))
 
-    visit(tree.body, True)
+    if "get_ipython" in code:  # IPython syntax, transformed, or a call of the user's own
+        visit(tree.body, True)
     if not code.endswith("\n"):
         code += "\n"
     if edits:

@@ -10,6 +10,7 @@ against the task's arguments when it is called. Everything else is resolved now.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -65,6 +66,7 @@ class TaskRequest:
         return list(names)
 
 
+@functools.lru_cache(maxsize=1024)
 def _is_dynamic(name: str, text: str) -> bool:
     """The magic's rule: not a valid value, but Python that reads a name."""
     try:

@@ -173,6 +173,7 @@ def _snapshot(
 
 def decode(full: dict) -> Snapshot:
     """A whole-state reply of the plugin as a :class:`~taskcell.planner.schema.Snapshot`."""
+    full = _plugin.unpack(full)
     return _snapshot(
         full["scheduler"],
         full["time"],
@@ -376,7 +377,7 @@ class OccupancyFeed:
         if first:
             self.client.subscribe_topic(_plugin.TOPIC, _dispatch(self.client.id))
         full = await _call(self.client, "taskcell_occupancy_subscribe", client=self.client.id)
-        self._apply(full)
+        self._apply(_plugin.unpack(full))
         buffered, self._buffer = self._buffer, []
         self._based = True
         for update in buffered:
@@ -395,7 +396,7 @@ class OccupancyFeed:
         if update["seq"] != self._seq + 1:
             self._resync()  # missed one: start again from the whole state
             return
-        self._apply(update)
+        self._apply(_plugin.unpack(update))
 
     def _resync(self) -> None:
         if self._refetch is not None and not self._refetch.done():
@@ -408,7 +409,7 @@ class OccupancyFeed:
                 logger.debug("taskcell: occupancy refetch failed: %r", e)
                 return
             if full["seq"] > self._seq:
-                self._apply(full)
+                self._apply(_plugin.unpack(full))
 
         self._refetch = asyncio.ensure_future(refetch())
 

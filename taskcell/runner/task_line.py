@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +25,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so a bad line changes nothing."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise SpecError(f"%%task: {message}\n{self.format_usage().strip()}")
+        words = message.removeprefix("unrecognized arguments: ").split()
+        options = [o for a in self._actions for o in a.option_strings]
+        near = [m for w in words for m in difflib.get_close_matches(w, options, n=1)]
+        hint = f' (did you mean "{near[0]}"?)' if near and message != " ".join(words) else ""
+        raise SpecError(f"%%task: {message}{hint}\n{self.format_usage().strip()}")
 
 
 def _parser() -> _Parser:
@@ -37,6 +42,7 @@ def _parser() -> _Parser:
             'the cell runs (--cpu "min(8, len(files))").'
         ),
         add_help=False,
+        allow_abbrev=False,
     )
     p.add_argument("preset", nargs="?", help="a preset, e.g. small_task, small_gpu_task")
     p.add_argument("--preset", dest="preset_option", metavar="NAME", help="same as PRESET")
@@ -96,17 +102,17 @@ def parse_task_line(line: str) -> TaskLine:
 
 
 def parse_extra(text: str) -> dict[str, float]:
-    """``"process=1,FPGA=2"`` -> ``{"process": 1.0, "FPGA": 2.0}``, as ``dask worker`` reads it."""
+    """``"process=1,FPGA=2"`` or ``"GPU=2 MEMORY=100e9"`` -> amounts, as ``dask worker`` reads."""
     out = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    for item in text.replace(",", " ").split():
         name, eq, amount = item.partition("=")
         try:
-            out[name.strip()] = float(amount)
+            out[name] = float(amount)
         except ValueError:
             eq = ""
-        if not eq or not name.strip():
+        if not eq or not name:
             raise SpecError(
-                f"--resources must be NAME=NUMBER pairs separated by commas, such as "
+                f"--resources must be NAME=NUMBER pairs separated by commas or spaces, such as "
                 f'"process=1" or "GPU=2,MEMORY=100e9", got {text!r}'
             )
     return out
@@ -138,8 +144,6 @@ def build_request(
 
 def _preset(name: str, presets: Mapping[str, Resources]) -> Resources:
     if name not in presets:
-        import difflib
-
         near = difflib.get_close_matches(name, presets, n=1)
         hint = f"; did you mean {near[0]!r}?" if near else ""
         raise SpecError(

@@ -17,7 +17,6 @@ Three spellings, each read back exactly:
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,7 +34,6 @@ FIELDS: tuple[str, ...] = ("cpu", "memory", "gpu", "disk", "shm", "extra")
 """The fields of :class:`Resources`, in the order they are shown."""
 
 # %%task option -> Resources field.
-_OPTIONS = {f: f for f in FIELDS if f != "extra"} | {"resources": "extra"}
 _EXTRA_NAME_RE = re.compile(r"[A-Za-z0-9_.:/+-]+")
 _EXTRA_FORMS = "a mapping of resource names to positive numbers such as {'process': 1}"
 
@@ -283,7 +281,8 @@ class Resources:
         str
             ``--cpu 2 --memory 4Gi --gpu A100:2 --shm auto --resources process=1``; a range is
             ``REQUEST,LIMIT`` (``--cpu 2,8``); values with spaces are double-quoted
-            (``--gpu "A100 80G:1"``). :meth:`from_options` reads it back.
+            (``--gpu "A100 80G:1"``). The ``%%task`` line parser
+            (:mod:`taskcell.runner.task_line`) reads it back.
         """
         words = []
         for field, text in self._spelled().items():
@@ -294,59 +293,3 @@ class Resources:
             option = "resources" if field == "extra" else field
             words.append(f'--{option} "{text}"' if " " in text else f"--{option} {text}")
         return " ".join(words)
-
-    @classmethod
-    def from_options(cls, options: str) -> Resources:
-        """Read the option form that :meth:`to_options` writes.
-
-        Parameters
-        ----------
-        options : str
-            Shell-like words: ``--cpu 2,8 --memory=4Gi --gpu "A100 80G:1" --resources a=1,b=2``.
-
-        Returns
-        -------
-        Resources
-
-        Raises
-        ------
-        SpecError
-            For options other than ``--cpu --memory --gpu --disk --shm --resources``, an
-            option given twice or without a value, and malformed values.
-        """
-        try:
-            words = shlex.split(options)
-        except ValueError as error:
-            raise SpecError(f"resource options {options!r} are not well quoted: {error}") from None
-        fields: dict[str, Any] = {}
-        while words:
-            word = words.pop(0)
-            option, equals, text = word.partition("=")
-            name = option.removeprefix("--")
-            if not option.startswith("--") or name not in _OPTIONS:
-                hint = did_you_mean(name, [f"--{o}" for o in _OPTIONS]) if name else ""
-                known = ", ".join(f"--{o}" for o in _OPTIONS)
-                raise SpecError(f"unknown resource option {word!r}{hint} (known: {known})")
-            if not equals:
-                if not words:
-                    raise SpecError(f"resource option {option} needs a value")
-                text = words.pop(0)
-            field = _OPTIONS[name]
-            if field in fields:
-                raise SpecError(f"resource option {option} is given twice")
-            fields[field] = _option_value(field, text)
-        return cls(**fields)
-
-
-def _option_value(field: str, text: str) -> Any:
-    """One option's text as a :class:`Resources` argument."""
-    if field == "extra":
-        pairs = [pair.partition("=") for pair in text.replace(",", " ").split()]
-        if any(not sep for _, sep, _ in pairs):
-            raise SpecError(
-                f"--resources must be name=amount pairs such as process=1,GPU=2, got {text!r}"
-            )
-        return {name: amount for name, _, amount in pairs}
-    if field in ("cpu", "memory", "disk") and "," in text:
-        return tuple(text.split(",", 1))
-    return text

@@ -143,6 +143,6 @@ def test_scheduler_option(four_tasks):
     from distributed import LocalCluster
 
     with LocalCluster(
-        n_workers=1, threads_per_worker=4, processes=False, protocol="tcp", dashboard_address=None
+        n_workers=1, threads_per_worker=4, processes=False, protocol="tcp", dashboard_address=":0"
     ) as cluster:
         assert 1.0 <= span(four_tasks, "--scheduler", cluster.scheduler_address) < 2.0
