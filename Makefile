@@ -19,6 +19,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# JupyterLab on the demo notebooks; the Resources sidebar is the bars icon on the right.
+.PHONY: lab
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=demo_notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+
 bench: $(STAMP)
 	$(PY) -m benchmarks
 

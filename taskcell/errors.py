@@ -27,6 +27,10 @@ class ClusterError(TaskcellError, RuntimeError):
     """The cluster cannot be reached, or a worker died under a task."""
 
 
+class ExportError(TaskcellError, ValueError):
+    """A notebook cannot be exported; the message names the cell (number and first line)."""
+
+
 class CellError(TaskcellError):
     """A ``%%task`` cell raised on its worker.
 

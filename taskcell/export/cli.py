@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
-from taskcell.export import TARGETS, ExportError, export_file, export_notebook
+from taskcell.export import TARGETS, ExportError, ExportWarning, export_file, export_notebook
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,16 +43,34 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     except SystemExit as e:  # argparse printed the usage
         return int(e.code or 0)
-    try:
-        if args.output == "-":
-            sys.stdout.write(export_notebook(args.notebook, args.target))
-            return 0
-        path = export_file(args.notebook, args.output, args.target)
-    except ExportError as e:
-        print(f"taskcell export: error: {e}", file=sys.stderr)
-        return 1
-    print(f"wrote {path}", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ExportWarning)
+        try:
+            if args.output == "-":
+                sys.stdout.write(export_notebook(args.notebook, args.target))
+                path = None
+            else:
+                path = export_file(args.notebook, args.output, args.target)
+        except ExportError as e:
+            print(f"taskcell export: error: {e}", file=sys.stderr)
+            return 1
+        finally:
+            _report(caught)
+    if path is not None:
+        print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def _report(caught: list[warnings.WarningMessage]) -> None:
+    """Show the exporter's warnings as the command's own lines, any other warning as usual."""
+    for warning in caught:
+        if issubclass(warning.category, ExportWarning):
+            text = str(warning.message).removeprefix("taskcell: ")
+            print(f"taskcell export: warning: {text}", file=sys.stderr)
+        else:
+            warnings.showwarning(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
 
 
 if __name__ == "__main__":

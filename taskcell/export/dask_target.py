@@ -6,6 +6,9 @@ and returns a future at once. ``main()`` runs the other cells in order and calls
 passing futures on, so a task waits only for the tasks whose names it reads; a cell that needs a
 value waits for it there (``x = x.result()``). ``main()`` returns the final value of every name
 the notebook binds; ``python workflow.py [--scheduler ADDRESS]`` runs it.
+
+``--retries N`` becomes the decorator's ``retries=N``; ``--bg`` needs nothing, since every
+task call returns at once; ``--name`` names the function.
 """
 
 from __future__ import annotations
@@ -93,8 +96,7 @@ def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
         imports.name("taskcell", "Resources", "taskcell")
 
     functions = [
-        task_function(step, [_decorator(step, imports, environments)])
-        for step in workflow.tasks
+        task_function(step, [_decorator(step, imports, environments)]) for step in workflow.tasks
     ]
 
     def call(step: TaskStep) -> list[str]:
@@ -114,7 +116,7 @@ def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
         f"    parser = {argparse}.ArgumentParser(\n"
         f"        description=__doc__, formatter_class={argparse}.RawDescriptionHelpFormatter\n"
         "    )\n"
-        '    parser.add_argument(\n'
+        "    parser.add_argument(\n"
         '        "--scheduler",\n'
         '        metavar="ADDRESS",\n'
         '        help="the Dask scheduler to run on (default: start a cluster on this machine)",\n'
@@ -124,4 +126,3 @@ def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
     parts = [docstring(workflow.docstring), imports.render(), "\n".join(env_lines)]
     parts += [*functions, main_source, cli]
     return "\n\n\n".join(part.strip("\n") for part in parts if part.strip()) + "\n", []
-

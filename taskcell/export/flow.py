@@ -167,7 +167,8 @@ class Namer:
         self.taken = set(taken) | set(dir(builtins)) | set(keyword.kwlist)
 
     def fresh(self, preferred: str, alternative: str | None = None) -> str:
-        """``preferred`` made an identifier, else ``alternative``, else either with ``_2``, ``_3``..."""
+        """``preferred`` as an identifier, else ``alternative``, else that with ``_2``, ``_3``..."""
+
         def clean(text: str) -> str:
             name = re.sub(r"\W+", "_", text).strip("_") or "task"
             return f"task_{name}" if name[0].isdigit() else name
@@ -269,7 +270,7 @@ def _is_plain_value(node: ast.expr) -> bool:
 
 
 def _show_last_value(cell: Cell, code: str) -> str:
-    """Print a driver cell's trailing plain value, as the notebook showed it; drop it if silenced."""
+    """Print a driver cell's trailing plain value as the notebook showed it; drop it if silenced."""
     tree = ast.parse(code)
     if not tree.body or not isinstance(tree.body[-1], ast.Expr):
         return code
@@ -371,11 +372,11 @@ def _maybe_unbound(code: str, tree: ast.Module, outputs: tuple[str, ...]) -> set
 
 @dataclass
 class _Binding:
-    """What the driver holds under a name."""
+    """What the driver holds under a name at a point of the notebook."""
 
     kind: str  # "value" | "future" | "module"
     import_text: str | None = None  # for "module": the import that binds it
-    in_driver: bool = True  # for "module": whether main() has run the import
+    in_driver: bool = True  # for "module": whether main() has run that import
     producer: int | None = None  # for "future": position of the task step
 
 
@@ -397,122 +398,168 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
     ------
     ExportError
         A bad request, a resource expression reading a name no earlier cell binds, a request
-        over the configured platform's limits (``taskcell.platform``), or a notebook function
-        using ``global``; the message names the cell.
+        over the configured platform's limits (``taskcell.platform``), a notebook function
+        using ``global``, or a top-level ``await``; the message names the cell.
     """
-    presets = config.presets() if presets is None else presets
-    cells = notebook.cells
-    trees = {c.number: ast.parse(c.code) for c in cells if c.kind != "markdown"}
-    imports = {n: _cell_imports(c, trees[n]) for c in cells if (n := c.number) in trees}
-    hoisted, hoisted_statements = _hoisting(cells, trees, imports)
+    return _Planner(notebook, config.presets() if presets is None else presets).plan()
 
-    notes: list[str] = [note for cell in cells for note in cell.notes]
-    names: set[str] = set()
-    for cell in cells:
-        names.update(cell.analysis.inputs, cell.analysis.outputs)
-        if cell.task is not None:
-            names.update(_expression_names(cell))
-    names.update(hoisted)
 
-    # Names read by the cells after each one (to decide which maybe-unbound names to return).
-    read_after: dict[int, set[str]] = {}
-    later: set[str] = set()
-    for cell in reversed(cells):
-        read_after[cell.number] = set(later)
-        later.update(cell.analysis.inputs)
-        if cell.task is not None:
-            later.update(_expression_names(cell))
+class _Planner:
+    """Walks the cells in order, keeping what the driver holds under each name."""
 
-    docstring = ""
-    state: dict[str, _Binding] = {}
-    definitions: dict[str, tuple[str, ...]] = {}
-    environments: dict[str, Environment] = {}
-    env_defs: dict[str, EnvironmentDef] = {}
-    used_envs: dict[EnvironmentDef, None] = {}
-    steps: list[Step] = []
-    namer = Namer(names)
-    platform = config.get("platform")
+    def __init__(self, notebook: Notebook, presets: Mapping[str, Resources]) -> None:
+        self.notebook = notebook
+        self.presets = presets
+        cells = notebook.cells
+        self.trees = {c.number: ast.parse(c.code) for c in cells if c.kind != "markdown"}
+        self.imports = {
+            n: _cell_imports(c, self.trees[n]) for c in cells if (n := c.number) in self.trees
+        }
+        self.hoisted, self.hoisted_statements = _hoisting(cells, self.trees, self.imports)
+        self.notes: list[str] = [note for cell in cells for note in cell.notes]
+        # Every name the notebook binds or reads, and those read after each cell.
+        self.names: set[str] = set(self.hoisted)
+        self.read_after: dict[int, set[str]] = {}
+        later: set[str] = set()
+        for cell in reversed(cells):
+            self.read_after[cell.number] = set(later)
+            reads = {*cell.analysis.inputs, *_expression_names(cell)}
+            later |= reads
+            self.names |= reads | set(cell.analysis.outputs)
+        self.state: dict[str, _Binding] = {}
+        self.definitions: dict[str, tuple[str, ...]] = {}  # driver functions -> names they read
+        self.environments: dict[str, Environment] = {}
+        self.env_defs: dict[str, EnvironmentDef] = {}
+        self.used_envs: dict[EnvironmentDef, None] = {}
+        self.steps: list[Step] = []
+        self.docstring = ""
+        self.namer = Namer(self.names)
+        self.platform = config.get("platform")
 
-    def needed(start: Iterable[str]) -> list[str]:
+    def plan(self) -> Workflow:
+        for cell in self.notebook.cells:
+            if cell.kind == "markdown":
+                self._markdown(cell)
+                continue
+            code = self._prepare(cell)
+            if cell.task is None:
+                self._driver(cell, code)
+            else:
+                self._task(cell, code)
+        docstring = self.docstring
+        if not docstring:
+            where = f" {self.notebook.path}" if self.notebook.path else ""
+            docstring = f"Workflow exported from the notebook{where} by taskcell."
+        module_imports = list(self.hoisted_statements)
+        uses_display = "display" not in self.state and any(
+            isinstance(node, ast.Name) and node.id == "display" and isinstance(node.ctx, ast.Load)
+            for tree in self.trees.values()
+            for node in ast.walk(tree)
+        )
+        if uses_display:
+            module_imports.append("from IPython.display import display")
+            self.names.add("display")
+        return Workflow(
+            docstring=docstring,
+            imports=tuple(module_imports),
+            environments=tuple(self.used_envs),
+            steps=tuple(self.steps),
+            notes=tuple(self.notes),
+            names=frozenset(self.names),
+        )
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _needed(self, start: Iterable[str]) -> list[str]:
         """The names read directly, and through the notebook functions they name."""
         seen: dict[str, None] = {}
         stack = list(start)
         while stack:
             name = stack.pop(0)
-            if name in seen:
-                continue
-            seen[name] = None
-            stack.extend(definitions.get(name, ()))
-        return list(seen)
+            if name not in seen:
+                seen[name] = None
+                stack.extend(self.definitions.get(name, ()))
+        return [name for name in seen if name not in self.hoisted]
 
-    def futures(candidates: Iterable[str]) -> tuple[str, ...]:
+    def _futures(self, candidates: Iterable[str]) -> tuple[str, ...]:
+        state = self.state
         return tuple(n for n in candidates if n in state and state[n].kind == "future")
 
-    for cell in cells:
-        if cell.kind == "markdown":
-            if not docstring and cell.source.strip() and not any(
-                isinstance(s, DriverStep | TaskStep) for s in steps
-            ):
-                docstring = cell.source.strip()
-            elif cell.source.strip():
-                steps.append(TextStep(cell, cell.source.strip()))
-            continue
-        tree = trees[cell.number]
-        cell_imports = imports[cell.number]
-        removed = [s for s in cell_imports.statements if _statement_hoisted(s, hoisted)]
-        removed += _special_imports(tree)
-        code = _remove(cell.code, tree, removed) if removed else cell.code
+    def _unbind(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.state.pop(name, None)
+            self.definitions.pop(name, None)
+
+    def _markdown(self, cell: Cell) -> None:
+        text = cell.source.strip()
+        if not text:
+            return
+        if not self.docstring and not any(isinstance(s, DriverStep | TaskStep) for s in self.steps):
+            self.docstring = text
+        else:
+            self.steps.append(TextStep(cell, text))
+
+    def _prepare(self, cell: Cell) -> str:
+        """Checks every code cell passes; its code without the imports that moved to the top."""
+        tree = self.trees[cell.number]
         if "global" in cell.code:
             _check_no_global(cell, tree)
         if "await" in cell.code or "async" in cell.code:
             _check_no_await(cell, tree)
         for name in cell.analysis.inputs:
-            if _HISTORY.fullmatch(name) and name not in state and name not in hoisted:
-                notes.append(
+            if _HISTORY.fullmatch(name) and name not in self.state and name not in self.hoisted:
+                self.notes.append(
                     f"{cell.label}: reads {name!r}, IPython's output history, which the module "
                     f"does not have"
                 )
         for env in cell.environments:
-            environments[env.name] = Environment(env.name, env.resources)
-            env_defs[env.name] = env
+            self.environments[env.name] = Environment(env.name, env.resources)
+            self.env_defs[env.name] = env
+        found = self.imports[cell.number]
+        removed = [s for s in found.statements if _statement_hoisted(s, self.hoisted)]
+        removed += _special_imports(tree)
+        return _remove(cell.code, tree, removed) if removed else cell.code
 
-        if cell.task is None:
-            code = _show_last_value(cell, code)
-            analysis = cell.analysis if code == cell.code else analyze_cell(code)
-            reads = [n for n in needed(analysis.inputs) if n not in hoisted]
-            run_imports = []
-            for name in needed(analysis.inputs):
-                binding = state.get(name)
-                if binding and binding.kind == "module" and not binding.in_driver:
-                    run_imports.append(binding.import_text or "")
-                    binding.in_driver = True
-            gather = futures(reads)
-            for name in gather:
-                state[name] = _Binding("value")
-            steps.append(DriverStep(cell, code, gather, tuple(run_imports)))
-            tree_now = tree if code == cell.code else ast.parse(code)
-            for name in analysis.outputs:
-                if name in cell_imports.only:
-                    state[name] = _Binding("module", cell_imports.names[name])
-                else:
-                    state[name] = _Binding("value")
-                definitions.pop(name, None)
-            if analysis.functions or analysis.classes or "lambda" in code:
-                definitions.update(_definitions(code, tree_now))
-            for name in analysis.deleted:
-                state.pop(name, None)
-                definitions.pop(name, None)
-            continue
+    # -- cells ----------------------------------------------------------------------------------
 
-        # A task cell.
-        request = resolve_request(cell, presets, environments)
-        environment = env_defs.get(request.env) if request.env is not None else None
+    def _driver(self, cell: Cell, code: str) -> None:
+        code = _show_last_value(cell, code)
+        unchanged = code == cell.code
+        analysis = cell.analysis if unchanged else analyze_cell(code)
+        reads = self._needed(analysis.inputs)
+        run_imports = []
+        for name in reads:
+            binding = self.state.get(name)
+            if binding and binding.kind == "module" and not binding.in_driver:
+                run_imports.append(binding.import_text or "")
+                binding.in_driver = True
+        gather = self._futures(reads)
+        for name in gather:
+            self.state[name] = _Binding("value")
+        if code.strip() or run_imports:
+            self.steps.append(DriverStep(cell, code, gather, tuple(run_imports)))
+        only = self.imports[cell.number]
+        for name in analysis.outputs:
+            text = only.names[name] if name in only.only else None
+            self.state[name] = _Binding("module", text) if text else _Binding("value")
+            self.definitions.pop(name, None)
+        if analysis.functions or analysis.classes or "lambda" in code:
+            tree = self.trees[cell.number] if unchanged else ast.parse(code)
+            self.definitions.update(_definitions(code, tree))
+        self._unbind(analysis.deleted)
+
+    def _task(self, cell: Cell, code: str) -> None:
+        request = resolve_request(cell, self.presets, self.environments)
+        environment = self.env_defs.get(request.env) if request.env is not None else None
         if environment is not None:
-            used_envs[environment] = None
-        if platform:
-            _check_platform(cell, request, platform)
+            self.used_envs[environment] = None
+        if self.platform:
+            _check_platform(cell, request, self.platform)
         code = _drop_last_value(code)
-        analysis = cell.analysis if code == cell.code else analyze_cell(code)
+        unchanged = code == cell.code
+        analysis = cell.analysis if unchanged else analyze_cell(code)
+        state, hoisted = self.state, self.hoisted
+
         params: list[str] = []
         local_imports: list[str] = []
         for name in analysis.inputs:
@@ -523,48 +570,47 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
                 local_imports.append(binding.import_text or "")
             else:
                 params.append(name)
-        expression_names = _expression_names(cell)
+        expression_names = [n for n in _expression_names(cell) if n not in hoisted]
         for name in expression_names:
-            if name in hoisted:
-                continue
             if name not in state:
-                field_name = next(f for f, t in request.dynamic.items() if name in t)
+                field = next(f for f, text in request.dynamic.items() if name in text)
                 raise ExportError(
-                    f"{cell.label}: --{field_name} {request.dynamic[field_name]!r} reads "
-                    f"{name!r}, which no cell before it binds"
+                    f"{cell.label}: --{field} {request.dynamic[field]!r} reads {name!r}, which "
+                    f"no cell before it binds"
                 )
             if name not in params:
                 params.append(name)
-        through_functions = [
-            n for n in needed(p for p in params if p in definitions) if n not in hoisted
-        ]
-        gather = futures([*expression_names, *through_functions])
-        after = sorted(
-            {
-                state[n].producer
-                for n in [*params, *gather]
-                if n in state and state[n].kind == "future" and state[n].producer is not None
-            }
-        )
+
+        # Resource expressions need values, and so do notebook functions' closures.
+        through_functions = self._needed(p for p in params if p in self.definitions)
+        gather = self._futures([*expression_names, *through_functions])
+        after = {
+            state[n].producer
+            for n in [*params, *gather]
+            if n in state and state[n].kind == "future" and state[n].producer is not None
+        }
         for name in gather:
             state[name] = _Binding("value")
-        maybe = _maybe_unbound(code, tree if code == cell.code else ast.parse(code), analysis.outputs)
+
+        only = self.imports[cell.number].only
+        tree = self.trees[cell.number] if unchanged else ast.parse(code)
+        maybe = _maybe_unbound(code, tree, analysis.outputs)
         returns = tuple(
             n
             for n in analysis.outputs
             if n not in hoisted
-            and n not in cell_imports.only
-            and (n not in maybe or n in read_after[cell.number])
+            and n not in only
+            and (n not in maybe or n in self.read_after[cell.number])
         )
-        preferred = cell.task.name if cell.task and cell.task.name else (
+        assert cell.task is not None
+        preferred = cell.task.name or (
             f"compute_{returns[0]}" if returns else f"cell_{cell.number}"
         )
-        function = namer.fresh(preferred, f"{preferred}_task")
-        position = len(steps)
-        steps.append(
+        position = len(self.steps)
+        self.steps.append(
             TaskStep(
                 cell,
-                function,
+                self.namer.fresh(preferred, f"{preferred}_task"),
                 tuple(params),
                 returns,
                 code,
@@ -572,40 +618,18 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
                 tuple(dict.fromkeys(local_imports)),
                 gather,
                 tuple(n for n in analysis.deleted if n in state and n not in analysis.outputs),
-                tuple(a for a in after if a is not None),
+                tuple(sorted(a for a in after if a is not None)),
                 environment,
             )
         )
         for name in analysis.outputs:
-            if name in cell_imports.only and name not in hoisted:
-                state[name] = _Binding("module", cell_imports.names[name], in_driver=False)
+            if name in only and name not in hoisted:
+                import_text = self.imports[cell.number].names[name]
+                state[name] = _Binding("module", import_text, in_driver=False)
             elif name in returns:
                 state[name] = _Binding("future", producer=position)
-            definitions.pop(name, None)
-        for name in analysis.deleted:
-            if name not in analysis.outputs:
-                state.pop(name, None)
-                definitions.pop(name, None)
-
-    if not docstring:
-        where = f" {notebook.path}" if notebook.path else ""
-        docstring = f"Workflow exported from the notebook{where} by taskcell."
-    uses_display = any(
-        isinstance(node, ast.Name) and node.id == "display" and isinstance(node.ctx, ast.Load)
-        for tree in trees.values()
-        for node in ast.walk(tree)
-    ) and "display" not in state
-    module_imports = list(hoisted_statements)
-    if uses_display:
-        module_imports.append("from IPython.display import display")
-    return Workflow(
-        docstring=docstring,
-        imports=tuple(module_imports),
-        environments=tuple(used_envs),
-        steps=tuple(steps),
-        notes=tuple(notes),
-        names=frozenset(names) | ({"display"} if uses_display else set()),
-    )
+            self.definitions.pop(name, None)
+        self._unbind(n for n in analysis.deleted if n not in analysis.outputs)
 
 
 def _expression_names(cell: Cell) -> tuple[str, ...]:
@@ -620,12 +644,12 @@ def _expression_names(cell: Cell) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=1024)
 def _fields_names(fields: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    from taskcell.export.requests import _is_dynamic
+    from taskcell.runner.task_line import is_dynamic
     from taskcell.spec import Expression
 
     found: dict[str, None] = {}
     for name, text in fields:
-        if _is_dynamic(name, text):
+        if is_dynamic(name, text):
             names = Expression(text).names
             for node in ast.walk(ast.parse(text.strip(), mode="eval")):
                 if isinstance(node, ast.Name) and node.id in names:
@@ -635,7 +659,7 @@ def _fields_names(fields: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
 
 def _check_platform(cell: Cell, request: TaskRequest, platform: str) -> None:
     try:
-        check_limits(request.resources, PROFILES[platform] if platform in PROFILES else platform)
+        check_limits(request.resources, PROFILES.get(platform, platform))
     except SpecError as e:
         raise ExportError(f"{cell.label}: {e}") from e
 
@@ -673,7 +697,8 @@ def _hoisting(
             texts.setdefault(name, set()).add(text)
             if name not in first_in_prologue:
                 stmt_ids = {
-                    id(s) for s in found.statements
+                    id(s)
+                    for s in found.statements
                     if any(_alias_text(s, a)[0] == name for a in s.names)
                 }
                 first_in_prologue[name] = bool(stmt_ids) and stmt_ids <= prologue
@@ -681,7 +706,9 @@ def _hoisting(
     hoisted = {
         name
         for name, seen in texts.items()
-        if len(seen) == 1 and None not in seen and name not in deleted
+        if len(seen) == 1
+        and None not in seen
+        and name not in deleted
         and first_in_prologue.get(name, False)
     }
     # A statement moves only if every name it binds does; drop names tied to one that stays.

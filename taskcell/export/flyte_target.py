@@ -96,7 +96,9 @@ def flyte_resources(
             notes.append(f"{label}: Flyte takes one disk size; the limit of the range is kept")
         out["disk"] = repr(format_quantity(disk.limit))
     if resources.shm is not None:
-        out["shm"] = repr(resources.shm if resources.shm == "auto" else format_quantity(resources.shm))
+        out["shm"] = repr(
+            resources.shm if resources.shm == "auto" else format_quantity(resources.shm)
+        )
     if resources.extra:
         notes.append(
             f"{label}: Dask abstract resources {dict(resources.extra)} have no Flyte equivalent; "
@@ -173,8 +175,11 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
     for step in workflow.tasks:
         request = step.request
         fixed = Resources(
-            **{f: getattr(request.resources, f) for f in ("cpu", "memory", "gpu", "disk", "shm")
-               if f not in request.dynamic},
+            **{
+                f: getattr(request.resources, f)
+                for f in ("cpu", "memory", "gpu", "disk", "shm")
+                if f not in request.dynamic
+            },
             extra=request.resources.extra,
         )
         fields = flyte_resources(fixed, flyte, step.cell.label, notes)
@@ -205,7 +210,10 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
     functions = [
         task_function(
             step,
-            [f"@{env_of[step.function]}.task"],
+            [
+                f"@{env_of[step.function]}.task"
+                + (f"(retries={step.request.retries})" if step.request.retries else "")
+            ],
             annotation=any_,
             returns=_annotation(step).replace("Any", any_),
         )
@@ -216,8 +224,11 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
         if not step.request.dynamic:
             return f"{step.function}.aio({', '.join(step.params)})"
         fixed = Resources(
-            **{f: getattr(step.request.resources, f) for f in ("cpu", "memory", "gpu", "disk", "shm")
-               if f not in step.request.dynamic}
+            **{
+                f: getattr(step.request.resources, f)
+                for f in ("cpu", "memory", "gpu", "disk", "shm")
+                if f not in step.request.dynamic
+            }
         )
         fields = flyte_resources(fixed, flyte, step.cell.label, [])
         for name, expression in step.request.dynamic.items():

@@ -210,8 +210,14 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
                     .replace("parse_cpu(", f"{parse_cpu}(")
                     .replace("parse_quantity(", f"{parse_quantity}(")
                 )
-        returns = "None" if not step.returns else (
-            any_ if len(step.returns) == 1 else f"tuple[{', '.join(any_ for _ in step.returns)}]"
+        returns = (
+            "None"
+            if not step.returns
+            else (
+                any_
+                if len(step.returns) == 1
+                else f"tuple[{', '.join(any_ for _ in step.returns)}]"
+            )
         )
         functions.append(task_function(step, [f"@{decorator}"], any_, returns))
 

@@ -1,17 +1,19 @@
 """``jupyter nbconvert --to taskcell NOTEBOOK``: the exporter as an nbconvert exporter.
 
-Registered under the ``nbconvert.exporters`` entry point ``taskcell``. The target is a
-configurable trait: ``--TaskcellExporter.target=flyte``.
+Registered under the ``nbconvert.exporters`` entry point ``taskcell`` (without it,
+``--to taskcell.export.nbconvert_exporter.TaskcellExporter`` works too). The target is a
+configurable trait: ``--TaskcellExporter.target=flyte``. Warnings go to nbconvert's log.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from nbconvert.exporters import Exporter
 from traitlets import Enum
 
-from taskcell.export import TARGETS, export_notebook
+from taskcell.export import TARGETS, ExportWarning, export_notebook
 
 
 class TaskcellExporter(Exporter):
@@ -35,4 +37,14 @@ class TaskcellExporter(Exporter):
         """Return the module's source and nbconvert's resources (``output_extension`` set)."""
         nb_copy, resources = super().from_notebook_node(nb, resources, **kw)
         resources["output_extension"] = ".py"
-        return export_notebook(nb_copy, self.target), resources
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ExportWarning)
+            source = export_notebook(nb_copy, self.target)
+        for warning in caught:
+            if issubclass(warning.category, ExportWarning):
+                self.log.warning("%s", warning.message)
+            else:
+                warnings.warn_explicit(
+                    warning.message, warning.category, warning.filename, warning.lineno
+                )
+        return source, resources

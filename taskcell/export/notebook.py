@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from taskcell.errors import SpecError, TaskcellError
+from taskcell.errors import ExportError, SpecError
 from taskcell.runner.analysis import CellAnalysis, analyze_cell
 from taskcell.runner.task_line import TaskLine, build_request, parse_task_line
 from taskcell.spec import Environment, Resources
@@ -54,10 +54,6 @@ CellKind = Literal["task", "code", "markdown"]
 PLUMBING = frozenset({"load_ext", "reload_ext", "task_cluster", "tasks"})
 #: Cell magics whose body runs in the notebook's namespace as plain Python.
 TRANSPARENT_CELL_MAGICS = frozenset({"time", "capture"})
-
-
-class ExportError(TaskcellError, ValueError):
-    """A notebook cannot be exported; the message names the cell (number and first line)."""
 
 
 class ExportWarning(UserWarning):
@@ -227,7 +223,9 @@ def _read_cell(
         if magic in TRANSPARENT_CELL_MAGICS:
             code, envs, notes = _python(body, label, presets, environments, number)
             note = f"{label}: %%{magic} dropped; its body is kept"
-            return Cell(number, "code", source, code, _analyze(code, label), None, envs, (note, *notes))
+            return Cell(
+                number, "code", source, code, _analyze(code, label), None, envs, (note, *notes)
+            )
         commented = "\n".join(f"# {text}".rstrip() for text in lines) + "\n"
         note = f"{label}: %%{magic} cells cannot run outside IPython; kept as a comment"
         return Cell(number, "code", source, commented, CellAnalysis(), notes=(note,))
@@ -325,8 +323,10 @@ def _python(
             if call is None:
                 if _uses_get_ipython(stmt) and not _nested_bodies(stmt):
                     _comment(stmt, ast.get_source_segment(code, stmt) or "get_ipython()", top)
-                    notes.append(f"{label}: get_ipython() has no shell outside IPython; "
-                                 f"line {stmt.lineno} kept as a comment")
+                    notes.append(
+                        f"{label}: get_ipython() has no shell outside IPython; "
+                        f"line {stmt.lineno} kept as a comment"
+                    )
                 for child in _nested_bodies(stmt):
                     visit(child, False)
                 continue
@@ -346,14 +346,16 @@ def _python(
                 _comment(stmt, None, top)
             elif kind == "run_line_magic" and name == "time" and isinstance(stmt, ast.Expr):
                 statement = args[1] if len(args) > 1 else "pass"
-                edits.append(_Edit(stmt.lineno, stmt.end_lineno or stmt.lineno,
-                                   _indent(stmt) + statement))
+                edits.append(
+                    _Edit(stmt.lineno, stmt.end_lineno or stmt.lineno, _indent(stmt) + statement)
+                )
                 notes.append(f"{label}: %time dropped; its statement is kept")
             else:
                 _comment(stmt, typed, top)
                 what = "shell escapes" if kind in ("system", "getoutput") else f"%{name}"
-                notes.append(f"{label}: {what} cannot run outside IPython; "
-                             f"{typed!r} kept as a comment")
+                notes.append(
+                    f"{label}: {what} cannot run outside IPython; {typed!r} kept as a comment"
+                )
 
     def _comment(stmt: ast.stmt, typed: str | None, top: bool) -> None:
         indent = _indent(stmt)
@@ -413,7 +415,7 @@ def _environment(
     environments: Mapping[str, Environment],
     number: int,
 ) -> EnvironmentDef | None:
-    """``%task_env NAME OPTIONS`` as the magic reads it; ``%task_env`` alone lists, and is dropped."""
+    """``%task_env NAME OPTIONS`` as the magic reads it; a bare ``%task_env`` lists: None."""
     name, _, rest = text.strip().partition(" ")
     if not name:
         return None

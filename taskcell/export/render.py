@@ -56,9 +56,11 @@ class ImportBlock:
         rest = [line for line in lines if line not in future]
         ours = list(self.plain)
         for module, names in self.from_.items():
-            imported = [n if a == n else f"{n} as {a}" for n, a in names.items() if not (
-                a == n and f"from {module} import {n}" in self.notebook
-            )]
+            imported = [
+                n if a == n else f"{n} as {a}"
+                for n, a in names.items()
+                if not (a == n and f"from {module} import {n}" in self.notebook)
+            ]
             if imported:
                 ours.append(f"from {module} import {', '.join(imported)}")
         blocks = [block for block in (future, ours, rest) if block]
@@ -81,11 +83,12 @@ def task_function(
     lines.append(f"def {step.function}({params}){arrow}:")
     body = [*step.local_imports]
     if step.body.strip():
-        body.append(step.body.rstrip("\n"))
+        body.append(step.body.strip("\n"))
     if step.returns:
         body.append(f"return {', '.join(step.returns)}")
-    if not any(line.strip() and not line.lstrip().startswith("#") for line in
-               "\n".join(body).splitlines()):
+    if not any(
+        line.strip() and not line.lstrip().startswith("#") for line in "\n".join(body).splitlines()
+    ):
         body.append("pass")
     lines.append(indent("\n".join(body)))
     return "\n".join(lines)
@@ -120,7 +123,7 @@ def driver_body(
         if isinstance(step, DriverStep):
             lines += list(step.imports)
             if step.code.strip():
-                lines.append(step.code.rstrip("\n"))
+                lines.append(step.code.strip("\n"))
         else:
             lines += call(step)
             if step.deletes:

@@ -9,14 +9,12 @@ against the task's arguments when it is called. Everything else is resolved now.
 
 from __future__ import annotations
 
-import ast
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from taskcell.errors import SpecError
 from taskcell.export.notebook import Cell, ExportError
-from taskcell.runner.task_line import TaskLine, build_request
+from taskcell.runner.task_line import TaskLine, build_request, is_dynamic
 from taskcell.spec import BUILTIN_PRESETS, Environment, Expression, Resources
 
 __all__ = ["TaskRequest", "resolve_request"]
@@ -56,30 +54,6 @@ class TaskRequest:
     retries: int = 0
     pure_preset: bool = False
 
-    def expression_names(self) -> list[str]:
-        """The names the dynamic fields read, in order of first use (builtins excluded)."""
-        names: dict[str, None] = {}
-        for text in self.dynamic.values():
-            for node in ast.walk(ast.parse(text.strip(), mode="eval")):
-                if isinstance(node, ast.Name) and node.id in Expression(text).names:
-                    names.setdefault(node.id)
-        return list(names)
-
-
-@functools.lru_cache(maxsize=1024)
-def _is_dynamic(name: str, text: str) -> bool:
-    """The magic's rule: not a valid value, but Python that reads a name."""
-    try:
-        build_request(TaskLine(fields={name: text}), dict, {}, {})
-        return False
-    except SpecError:
-        pass
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError:
-        return False
-    return any(isinstance(node, ast.Name) for node in ast.walk(tree))
-
 
 def resolve_request(
     cell: Cell,
@@ -96,7 +70,7 @@ def resolve_request(
     """
     line = cell.task
     assert line is not None
-    dynamic = {name: text for name, text in line.fields.items() if _is_dynamic(name, text)}
+    dynamic = {name: text for name, text in line.fields.items() if is_dynamic(name, text)}
     fixed = {name: text for name, text in line.fields.items() if name not in dynamic}
     try:
         for text in dynamic.values():
@@ -111,7 +85,9 @@ def resolve_request(
         own = build_request(own_line, lambda: presets, {}, {})
     except SpecError as e:
         raise ExportError(f"{cell.label}: {e}") from e
-    builtin = line.preset is not None and presets.get(line.preset) == BUILTIN_PRESETS.get(line.preset)
+    builtin = line.preset is not None and presets.get(line.preset) == BUILTIN_PRESETS.get(
+        line.preset
+    )
     return TaskRequest(
         resources=whole,
         own=own,

@@ -56,8 +56,8 @@ class TaskMagics(Magics):
     def task(self, line: str, cell: str) -> Any:
         from taskcell import config
         from taskcell.cluster import connect
-        from taskcell.runner.execution import run_cell_task
         from taskcell.runner.cell_task import CellSource, Display, print_stream
+        from taskcell.runner.execution import run_cell_task
 
         ns = self.shell.user_ns
         try:

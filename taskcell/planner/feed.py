@@ -359,6 +359,7 @@ class OccupancyFeed:
         self._queued = 0
         self._totals: dict[str, list] = {}
         self._seq = -1
+        self._epoch = ""
         self._time = 0.0
         self._scheduler = ""
         self._based = False
@@ -376,7 +377,13 @@ class OccupancyFeed:
             _feeds.setdefault(self.client.id, set()).add(self)
         if first:
             self.client.subscribe_topic(_plugin.TOPIC, _dispatch(self.client.id))
-        full = await _call(self.client, "taskcell_occupancy_subscribe", client=self.client.id)
+        try:
+            full = await _call(self.client, "taskcell_occupancy_subscribe", client=self.client.id)
+        except BaseException:
+            self.closed = True
+            if self._forget():
+                self.client.unsubscribe_topic(_plugin.TOPIC)
+            raise
         self._apply(_plugin.unpack(full))
         buffered, self._buffer = self._buffer, []
         self._based = True
@@ -391,7 +398,12 @@ class OccupancyFeed:
         if not self._based:
             self._buffer.append(update)
             return
-        if update.get("v") != _plugin.WIRE_VERSION or update["seq"] <= self._seq:
+        if update.get("v") != _plugin.WIRE_VERSION:
+            return
+        if update.get("epoch") != self._epoch:
+            self._resync()  # another plugin (a restarted scheduler): its numbers start over
+            return
+        if update["seq"] <= self._seq:
             return
         if update["seq"] != self._seq + 1:
             self._resync()  # missed one: start again from the whole state
@@ -404,11 +416,13 @@ class OccupancyFeed:
 
         async def refetch() -> None:
             try:
-                full = await _call(self.client, "taskcell_occupancy")
+                full = await _call(
+                    self.client, "taskcell_occupancy_subscribe", client=self.client.id
+                )
             except Exception as e:  # the cluster went away; the panel says so
                 logger.debug("taskcell: occupancy refetch failed: %r", e)
                 return
-            if full["seq"] > self._seq:
+            if full["seq"] > self._seq or full.get("epoch") != self._epoch:
                 self._apply(_plugin.unpack(full))
 
         self._refetch = asyncio.ensure_future(refetch())
@@ -427,6 +441,7 @@ class OccupancyFeed:
             self._queued = update["queued"]
             self._totals = update["totals"]
             self._seq = update["seq"]
+            self._epoch = update.get("epoch", "")
             self._time = update["time"]
             self._scheduler = update["scheduler"]
             self.updates += 1
@@ -460,17 +475,22 @@ class OccupancyFeed:
         if self.closed:
             return None
         self.closed = True
-        with _feeds_lock:
-            feeds = _feeds.get(self.client.id, set())
-            feeds.discard(self)
-            last = not feeds
-            if last:
-                _feeds.pop(self.client.id, None)
+        last = self._forget()
         if not last or self.client.status not in ("running", "connecting"):
             return None
         with contextlib.suppress(Exception):
             return self.client.sync(self._unsubscribe)
         return None
+
+    def _forget(self) -> bool:
+        """Drop this feed from its client's; True when it was the last one."""
+        with _feeds_lock:
+            feeds = _feeds.get(self.client.id, set())
+            feeds.discard(self)
+            if feeds:
+                return False
+            _feeds.pop(self.client.id, None)
+            return True
 
     async def _unsubscribe(self) -> None:
         self.client.unsubscribe_topic(_plugin.TOPIC)

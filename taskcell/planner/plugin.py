@@ -24,7 +24,7 @@ Wire format (compact lists; :mod:`taskcell.planner.feed` turns them into
              state: "r" running, "a" assigned, "q" queued on the scheduler; a task's name is
              sent only when the client cannot derive it from a string key, and its worker and
              what an assigned task waits for are derived by the client from the worker record
-    update = {"v", "seq", "time", "scheduler", "workers": [worker, ...] (changed ones),
+    update = {"v", "epoch", "seq", "time", "scheduler", "workers": [worker, ...] (changed ones),
               "removed": [address, ...], "queue": [task, ...] or None (unchanged), "queued",
               "totals": {resource: [total, running, assigned]}, "full": bool}
 
@@ -37,6 +37,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import re
+import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -133,7 +134,12 @@ def pack(message: dict) -> dict:
     import msgpack
 
     raw = msgpack.packb(message, use_bin_type=True)
-    return {"v": message["v"], "seq": message["seq"], "zlib": zlib.compress(raw, 1)}
+    return {
+        "v": message["v"],
+        "epoch": message["epoch"],
+        "seq": message["seq"],
+        "zlib": zlib.compress(raw, 1),
+    }
 
 
 def unpack(message: dict) -> dict:
@@ -220,6 +226,8 @@ class OccupancyPlugin(SchedulerPlugin):
         self.published_queue: list = []
         self.totals: dict[str, list] = {}
         self.seq = 0
+        #: Tells this plugin's sequence numbers from another's (a restarted scheduler's).
+        self.epoch = uuid.uuid4().hex[:12]
         self.history: deque = deque(maxlen=getattr(self, "history_length", 3600))
         self._last_check = 0.0
         self._last_sweep = 0.0
@@ -253,9 +261,10 @@ class OccupancyPlugin(SchedulerPlugin):
                 callback.stop()
 
     def restart(self, scheduler: Scheduler) -> None:
-        subscribers = self.subscribers
+        subscribers, seq, epoch = self.subscribers, self.seq, self.epoch
         self._reset()
-        self.subscribers = subscribers
+        self.subscribers, self.seq, self.epoch = subscribers, seq, epoch
+        self.dirty.update(scheduler.workers)
 
     def _seed(self) -> None:
         """Take over the state of a scheduler that ran tasks before this plugin was added."""
@@ -360,6 +369,7 @@ class OccupancyPlugin(SchedulerPlugin):
     def full(self) -> dict:
         return {
             "v": WIRE_VERSION,
+            "epoch": self.epoch,
             "seq": self.seq,
             "time": time(),
             "scheduler": self.scheduler.address if self.scheduler else "",
@@ -409,6 +419,7 @@ class OccupancyPlugin(SchedulerPlugin):
         self.history.append([now, queued, self.totals])
         update = {
             "v": WIRE_VERSION,
+            "epoch": self.epoch,
             "seq": self.seq,
             "time": now,
             "scheduler": self.scheduler.address,

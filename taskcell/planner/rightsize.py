@@ -77,33 +77,53 @@ def _gpu_need(request: Resources) -> GPU | None:
     return None
 
 
+def cores_needed(cores: float) -> int:
+    """Whole cores for what a run kept busy: 0.3 -> 1, 1.95 -> 2, 2.3 -> 3."""
+    return max(1, math.ceil(cores - 0.1))
+
+
+def _within(preset: Resources, asked: Resources) -> bool:
+    """Whether ``preset`` asks for no more than ``asked`` in cores and memory, and less in one."""
+    pairs = [
+        (float(preset.cpu.request) if preset.cpu else 0.0, float(asked.cpu.request))
+        if asked.cpu
+        else None,
+        (preset.memory.request if preset.memory else 0, asked.memory.request)
+        if asked.memory
+        else None,
+    ]
+    pairs = [p for p in pairs if p is not None]
+    return all(mine <= theirs for mine, theirs in pairs) and any(m < t for m, t in pairs)
+
+
 def fitting_preset(
-    peak_memory: int,
-    cores: float,
+    memory: int,
+    cpu: float,
     like: Resources,
     presets: Mapping[str, Resources] | None = None,
-    more_cores_than: float = 0,
+    within: Resources | None = None,
 ) -> tuple[str | None, Resources]:
-    """The smallest preset that would have held a run, or a custom request when none does.
+    """The smallest preset with this much memory and these cores, or None and a custom request.
 
-    Memory is the peak plus a quarter; cores are those kept busy, rounded up (2.05 -> 2);
-    GPUs are those ``like`` asked for, and a task without GPUs gets no GPU preset.
+    GPUs are those ``like`` asks for, and a task without GPUs gets no GPU preset. With
+    ``within``, only presets smaller than that request (in cores or memory, larger in neither)
+    count. The custom request asks for exactly ``memory`` (rounded up) and ``cpu``.
     """
     catalogue = _presets(presets)
-    memory = math.ceil(peak_memory * HEADROOM)
-    cpu = max(1, math.ceil(cores - 0.1), math.floor(more_cores_than) + 1 if more_cores_than else 0)
     gpu = _gpu_need(like)
-    if like.gpu is not None and gpu is None:  # a MIG slice, TPU or other device: keep it as is
-        request = Resources(cpu=cpu, memory=round_up(memory), gpu=like.gpu)
-        return None, request
+    custom = Resources(cpu=cpu, memory=round_up(memory), gpu=like.gpu)
+    if like.gpu is not None and gpu is None:  # a MIG slice, TPU or other device: kept as is
+        return None, custom
     fits = [
         (name, p)
         for name, p in catalogue.items()
-        if (gpu is not None or p.gpu is None) and covers(p, memory=memory, cpu=cpu, gpu=gpu)
+        if (gpu is not None or p.gpu is None)
+        and covers(p, memory=memory, cpu=cpu, gpu=gpu)
+        and (within is None or _within(p, within))
     ]
     if fits:
         return min(fits, key=lambda item: (cost(item[1]), item[0]))
-    return None, Resources(cpu=cpu, memory=round_up(memory), gpu=like.gpu)
+    return None, custom
 
 
 def _line(preset: str | None, request: Resources) -> str:
@@ -114,8 +134,19 @@ def _pct(share: float) -> str:
     return f"{share * 100:.0f}%"
 
 
+def kernel_history() -> list:
+    """This kernel's task records (what ``%tasks`` shows); empty outside a kernel with taskcell."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return []
+    shell = get_ipython()
+    magics = shell.magics_manager.registry.get("TaskMagics") if shell is not None else None
+    return list(getattr(magics, "history", []))
+
+
 def review(
-    records: Iterable[Any],
+    records: Iterable[Any] | None = None,
     presets: Mapping[str, Resources] | None = None,
     *,
     low: float = LOW,
@@ -125,8 +156,8 @@ def review(
 
     Parameters
     ----------
-    records : iterable of TaskRecord
-        A kernel's task history (``%tasks`` shows it).
+    records : iterable of TaskRecord, optional
+        Task records; this kernel's history (what ``%tasks`` shows) by default.
     presets : mapping, optional
         The presets to suggest from; every preset you can name by default.
     low, high : float
@@ -140,7 +171,7 @@ def review(
     """
     catalogue = _presets(presets)
     hints = []
-    for r in records:
+    for r in kernel_history() if records is None else records:
         usage = getattr(r, "usage", None)
         if usage is None or getattr(r, "state", "finished") != "finished":
             continue
@@ -149,51 +180,65 @@ def review(
     return hints
 
 
+def _right_size(
+    r: Any, usage: Any, catalogue: dict, low: float, high: float
+) -> tuple[str | None, Resources]:
+    """What would have fit one run: each resource it misjudged set from what it used.
+
+    Memory: the peak plus a quarter when it asked far too much or ran near its limit, else
+    what it asked. Cores: those it kept busy when it asked far too many, one more than its
+    limit when it was CPU-bound, else what it asked. A preset when one holds that (and, when
+    only shrinking, asks for no more than the run did), else the run's request so changed.
+    """
+    asked = r.request
+    memory = asked.memory.request if asked.memory else math.ceil(usage.peak_memory * HEADROOM)
+    cpu = float(asked.cpu.request) if asked.cpu else 1.0
+    fields: dict[str, Any] = {}
+    if asked.memory and (
+        usage.peak_memory < low * asked.memory.request
+        or usage.peak_memory > high * asked.memory.limit
+    ):
+        memory = math.ceil(usage.peak_memory * HEADROOM)
+        fields["memory"] = round_up(memory)
+    grow = False
+    if asked.cpu and usage.wall >= MIN_WALL_FOR_CPU:
+        if usage.cores < low * float(asked.cpu.request):
+            cpu = min(cores_needed(usage.cores), cpu)
+            fields["cpu"] = cpu
+        elif usage.cores > high * float(asked.cpu.limit):
+            cpu = math.floor(float(asked.cpu.limit)) + 1
+            fields["cpu"] = cpu
+            grow = True
+    grow = grow or bool(asked.memory and usage.peak_memory > high * asked.memory.limit)
+    preset, request = fitting_preset(memory, cpu, asked, catalogue, within=None if grow else asked)
+    if preset is None:
+        request = asked.override(Resources(**fields))
+    return preset, request
+
+
 def _memory_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) -> list[Hint]:
     asked = r.request.memory
     if asked is None:
         return []
     peak = usage.peak_memory
     if peak < low * asked.request:
-        preset, request = fitting_preset(peak, usage.cores, r.request, catalogue)
+        preset, request = _right_size(r, usage, catalogue, low, high)
         message = (
             f"{r.cell} asked for {show_bytes(asked.request)} of memory and peaked at "
             f"{show_bytes(peak)} ({_pct(peak / asked.request)}); "
             f"{preset or 'a smaller request'} would have held it."
         )
-        return [
-            Hint(
-                r.key,
-                r.cell,
-                "over-requested",
-                "memory",
-                asked.request,
-                peak,
-                message,
-                preset,
-                _line(preset, request),
-            )
-        ]
+        return [Hint(r.key, r.cell, "over-requested", "memory", asked.request, peak, message,
+                     preset, _line(preset, request))]  # fmt: skip
     if peak > high * asked.limit:
-        preset, request = fitting_preset(peak, usage.cores, r.request, catalogue)
+        preset, request = _right_size(r, usage, catalogue, low, high)
         message = (
             f"{r.cell} peaked at {show_bytes(peak)}, {_pct(peak / asked.limit)} of its "
             f"{show_bytes(asked.limit)} memory limit; the next run may run out of memory. "
             f"Give it {preset or 'more'}."
         )
-        return [
-            Hint(
-                r.key,
-                r.cell,
-                "near-limit",
-                "memory",
-                asked.limit,
-                peak,
-                message,
-                preset,
-                _line(preset, request),
-            )
-        ]
+        return [Hint(r.key, r.cell, "near-limit", "memory", asked.limit, peak, message, preset,
+                     _line(preset, request))]  # fmt: skip
     return []
 
 
@@ -203,46 +248,22 @@ def _cpu_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) -> 
         return []
     cores = usage.cores
     requested, limit = float(asked.request), float(asked.limit)
-    if cores < low * requested:
-        preset, request = fitting_preset(usage.peak_memory, cores, r.request, catalogue)
+    if cores < low * requested and cores_needed(cores) < requested:
+        preset, request = _right_size(r, usage, catalogue, low, high)
         message = (
-            f"{r.cell} asked for {requested:g} cores and kept {cores:.2g} busy "
-            f"({_pct(cores / requested)}); {preset or 'a smaller request'} would have done."
+            f"{r.cell} asked for {requested:g} cores and kept {cores:.2f} busy "
+            f"({_pct(cores / requested)}); {preset or 'fewer cores'} would have done."
         )
-        return [
-            Hint(
-                r.key,
-                r.cell,
-                "over-requested",
-                "cpu",
-                requested,
-                cores,
-                message,
-                preset,
-                _line(preset, request),
-            )
-        ]
+        return [Hint(r.key, r.cell, "over-requested", "cpu", requested, cores, message, preset,
+                     _line(preset, request))]  # fmt: skip
     if cores > high * limit:
-        preset, request = fitting_preset(
-            usage.peak_memory, cores, r.request, catalogue, more_cores_than=limit
-        )
+        preset, request = _right_size(r, usage, catalogue, low, high)
         message = (
-            f"{r.cell} kept {cores:.2g} of its {limit:g} cores busy ({_pct(cores / limit)}): "
-            f"it is CPU-bound and may run faster with more, e.g. {preset or 'a larger request'}."
+            f"{r.cell} kept {cores:.2f} of its {limit:g} cores busy ({_pct(cores / limit)}): "
+            f"it is CPU-bound and may run faster with more, e.g. {preset or 'more cores'}."
         )
-        return [
-            Hint(
-                r.key,
-                r.cell,
-                "near-limit",
-                "cpu",
-                limit,
-                cores,
-                message,
-                preset,
-                _line(preset, request),
-            )
-        ]
+        return [Hint(r.key, r.cell, "near-limit", "cpu", limit, cores, message, preset,
+                     _line(preset, request))]  # fmt: skip
     return []
 
 
@@ -267,7 +288,7 @@ def _same_cell(r: Any, name: str | None, source: str | None) -> bool:
 
 
 def auto_preset(
-    history: Sequence[Any],
+    history: Sequence[Any] | None = None,
     *,
     name: str | None = None,
     source: str | None = None,
@@ -285,8 +306,8 @@ def auto_preset(
 
     Parameters
     ----------
-    history : sequence of TaskRecord
-        The kernel's task history, oldest first.
+    history : sequence of TaskRecord, optional
+        Task records, oldest first; this kernel's history by default.
     name : str, optional
         The task's ``--name``.
     source : str, optional
@@ -302,6 +323,7 @@ def auto_preset(
     AutoChoice
     """
     catalogue = _presets(presets)
+    history = kernel_history() if history is None else history
     runs = [
         r
         for r in reversed(history)
@@ -312,11 +334,12 @@ def auto_preset(
     if runs:
         peak = max(r.usage.peak_memory for r in runs)
         cores = max(r.usage.cores for r in runs)
-        preset, request = fitting_preset(peak, cores, runs[0].request, catalogue)
+        need = math.ceil(peak * HEADROOM)
+        preset, request = fitting_preset(need, cores_needed(cores), runs[0].request, catalogue)
         n = len(runs)
         reason = (
             f"{n} past run{'s' if n != 1 else ''} of this cell peaked at {show_bytes(peak)} and "
-            f"kept {cores:.2g} cores busy; {preset or 'a custom request'} holds that with room"
+            f"kept {cores:.2f} cores busy; {preset or 'a custom request'} holds that with room"
         )
         return AutoChoice(preset, request, "history", reason)
     planned = suggest(inputs_size, profile, workers=workers, presets=catalogue)

@@ -46,7 +46,9 @@ def show_bytes(nbytes: float) -> str:
     amount = float(nbytes)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(amount) < 1024 or unit == "PiB":
-            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.3g} {unit}"
+            return (
+                f"{amount:.0f} {unit}" if unit == "B" or amount >= 100 else f"{amount:.3g} {unit}"
+            )
         amount /= 1024
     raise AssertionError("unreachable")
 
@@ -179,7 +181,11 @@ def _workers_summary(workers: Sequence[WorkerVerdict]) -> str:
     able = [w for w in workers if w["able"]]
     n = len(workers)
     if not able:
-        return f"None of the {n} live worker{'s' if n != 1 else ''} can run it."
+        return (
+            "The one live worker cannot run it."
+            if n == 1
+            else f"None of the {n} live workers can run it."
+        )
     names_ = ", ".join(w["name"] for w in able[:5]) + (", ..." if len(able) > 5 else "")
     return f"{len(able)} of {n} live workers can run it ({names_})."
 

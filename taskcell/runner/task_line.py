@@ -154,13 +154,12 @@ def _preset(name: str, presets: Mapping[str, Resources]) -> Resources:
 
 def _value(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
     """``text`` as a value of field ``name``, or the value of ``text`` as an expression."""
-    parts = [p.strip() for p in text.split(",")] if name in ("cpu", "memory", "disk") else []
-    candidate: Any = tuple(parts) if len(parts) == 2 else text
+    candidate = _candidate(name, text)
     try:
         Resources(**{name: candidate})
         return candidate
     except SpecError as invalid:
-        if not _is_expression(text):
+        if not is_expression(text):
             raise
         try:
             value = eval(compile(text, f"--{name}", "eval"), {}, dict(namespace))
@@ -173,10 +172,26 @@ def _value(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
         return value
 
 
-def _is_expression(text: str) -> bool:
+def _candidate(name: str, text: str) -> Any:
+    """``"1,4"`` is a (request, limit) pair for cpu, memory and disk; anything else is as typed."""
+    parts = [p.strip() for p in text.split(",")] if name in ("cpu", "memory", "disk") else []
+    return tuple(parts) if len(parts) == 2 else text
+
+
+def is_dynamic(name: str, text: str) -> bool:
+    """Whether ``--name text`` is evaluated when the cell runs: not a valid value, but an
+    expression (the rule the magic and the exporter share)."""
+    try:
+        Resources(**{name: _candidate(name, text)})
+    except SpecError:
+        return is_expression(text)
+    return False
+
+
+def is_expression(text: str) -> bool:
     """Whether ``text`` is Python that reads a name (``len(files)``), not a mistyped value."""
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError:
         return False
     return any(isinstance(node, ast.Name) for node in ast.walk(tree))

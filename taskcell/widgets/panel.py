@@ -41,7 +41,7 @@ def _shell() -> Any:
 
 
 def _kernel_history(shell: Any) -> list:
-    """This kernel's task records (``%tasks``), if taskcell's magics are loaded."""
+    """This kernel's task records (``%tasks``), the list itself, so new tasks show up."""
     if shell is None:
         return []
     magics = shell.magics_manager.registry.get("TaskMagics")

@@ -60,7 +60,7 @@ def amount(resource: str, value: float) -> str:
         v = float(value)
         for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
             if abs(v) < 1024 or unit == "PiB":
-                return f"{v:.0f} {unit}" if unit == "B" else f"{v:.3g} {unit}"
+                return f"{v:.0f} {unit}" if unit == "B" or v >= 100 else f"{v:.3g} {unit}"
             v /= 1024
     return f"{value:g}"
 

@@ -4,7 +4,9 @@ and a worker advertising ``GPU=2``, headless Chromium driven by Playwright.
 A copy of the ``%%task`` demo notebook is opened, pointed at the cluster with
 ``%task_cluster``, and a ``%%task --gpu 1 --bg`` cell is run from the page; the sidebar, which
 knew no cluster before, must show one of the worker's two GPUs in use, then none when the task
-ends. Screenshots of both moments are saved under ``test-artifacts/``.
+ends. The task sleeps until the test has seen it running (a ``distributed.Event``, at most
+:data:`TASK_SECONDS`), so a slow machine cannot make it end unseen. Screenshots of both moments
+are saved under ``test-artifacts/``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-TASK_SECONDS = 8
+TASK_SECONDS = 60
+RELEASE = "taskcell-e2e-release"
 
 
 def free_port() -> int:
@@ -72,8 +75,8 @@ def demo_copy(folder: Path, address: str) -> str:
     cells[first_code + 1 : first_code + 1] = [
         code_cell(f"%task_cluster {address}"),
         code_cell(
-            f"%%task --gpu 1 --bg --name gpu-sleep\nimport time\ntime.sleep({TASK_SECONDS})\n"
-            "slept = True"
+            "%%task --gpu 1 --bg --name gpu-sleep\nfrom distributed import Event\n"
+            f"slept = Event({RELEASE!r}).wait({TASK_SECONDS})"
         ),
     ]
     notebook["cells"] = cells
@@ -167,6 +170,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
 def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster, lab):
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    from distributed import Client, Event
     from playwright.sync_api import expect, sync_playwright
 
     status, body = lab.get("taskcell/api/clusters")
@@ -200,16 +204,21 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
             expect(sidebar).to_be_visible()
             expect(sidebar.locator(".jp-taskcell-message-empty")).to_contain_text("No cluster yet")
 
-            # Run %load_ext, %task_cluster and the GPU cell, as a user does: Shift+Enter each.
+            # Run %load_ext and %task_cluster as a user does, Shift+Enter each: the kernel
+            # records its cluster, and the sidebar follows the notebook's cluster.
             cells = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell")
             cells.nth(0).locator(".jp-InputArea-editor").click()
-            for _ in range(3):
-                page.keyboard.press("Shift+Enter")
-
+            page.keyboard.press("Shift+Enter")
+            page.keyboard.press("Shift+Enter")
             gpu = sidebar.locator(
                 ".jp-taskcell-worker[data-name='gpu-box'] .jp-taskcell-resource[data-resource='GPU']"
             )
-            expect(gpu).to_have_attribute("data-running", "1", timeout=TASK_SECONDS * 1000)
+            expect(gpu).to_have_attribute("data-running", "0", timeout=30_000)
+            expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
+
+            # The GPU cell, in the background.
+            page.keyboard.press("Shift+Enter")
+            expect(gpu).to_have_attribute("data-running", "1", timeout=30_000)
             expect(gpu).to_have_attribute("data-total", "2")
             expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("1 of 2 GPU in use")
             expect(sidebar.locator(".jp-taskcell-task-running")).to_contain_text("gpu-sleep")
@@ -220,7 +229,9 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
             expect(selected).to_have_text(f"{name} ({gpu_cluster.address})")
             page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-busy.png"))
 
-            expect(gpu).to_have_attribute("data-running", "0", timeout=(TASK_SECONDS + 15) * 1000)
+            with Client(gpu_cluster.address, timeout=10) as client:
+                Event(RELEASE, client=client).set()
+            expect(gpu).to_have_attribute("data-running", "0", timeout=15_000)
             expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
             expect(sidebar.locator(".jp-taskcell-task-running")).to_have_count(0)
             page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-idle.png"))

@@ -83,7 +83,11 @@ def notebook(*cells: str) -> nbformat.NotebookNode:
             nb.cells.append(new_markdown_cell(text[3:].strip()))
         else:
             nb.cells.append(new_code_cell(text))
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     return nb
 
 

@@ -58,7 +58,8 @@ def test_functions_carry_the_futures_they_read():
 
 def test_unused_outputs_are_returned_and_loop_targets_only_when_read():
     wf = plan(
-        "%%task\ntotal = 0\nunused = 'x'\nfor i in range(3):\n    total += i\nfor j in []:\n    pass",
+        "%%task\ntotal = 0\nunused = 'x'\nfor i in range(3):\n    total += i\n"
+        "for j in []:\n    pass",
         "print(j)",
     )
     assert tasks(wf)[0][2] == ("total", "unused", "j")
@@ -77,7 +78,9 @@ def test_imports():
     assert wf.imports == ("import math", "import numpy as np")
     first, second = wf.tasks
     assert (first.params, first.local_imports, first.returns) == (
-        ("x",), ("import json",), ("y", "s")
+        ("x",),
+        ("import json",),
+        ("y", "s"),
     )
     assert second.local_imports == ("import statistics",)
     last = [s for s in wf.steps if isinstance(s, DriverStep)][-1]
@@ -99,7 +102,10 @@ def test_deletes_and_side_effect_tasks():
     wf = plan("a = 1\nb = 2", "%%task\ndel a\nprint(b)")
     step = wf.tasks[0]
     assert (step.function, step.params, step.returns, step.deletes) == (
-        "cell_2", ("a", "b"), (), ("a",)
+        "cell_2",
+        ("a", "b"),
+        (),
+        ("a",),
     )
 
 
@@ -116,8 +122,7 @@ def test_dynamic_resources_read_values():
 def test_trailing_values():
     wf = plan("x = 1\nx", "x;", "len([x])", "a, b = 1, 2\na, b", "%%task\ny = x\ny")
     assert [code for code, _ in drivers(wf)] == [
-        "x = 1\nprint(x)\n",
-        "\n",
+        "x = 1\nprint(x)\n",  # x; printed nothing: it leaves no step at all
         "len([x])\n",
         "a, b = 1, 2\nprint((a, b))\n",
     ]
@@ -149,9 +154,15 @@ def test_history_reads_are_noted():
 @pytest.mark.parametrize(
     ("cells", "message"),
     [
-        (['%%task --cpu "len(files)"\nx = 1'], r"cell 1 .*--cpu 'len\(files\)' reads 'files', "
-                                               r"which no cell before it binds"),
-        (["n = 0\ndef bump():\n    global n\n    n += 1"], r"cell 1 .*bump\(\) declares `global n`"),
+        (
+            ['%%task --cpu "len(files)"\nx = 1'],
+            r"cell 1 .*--cpu 'len\(files\)' reads 'files', "
+            r"which no cell before it binds",
+        ),
+        (
+            ["n = 0\ndef bump():\n    global n\n    n += 1"],
+            r"cell 1 .*bump\(\) declares `global n`",
+        ),
         (["import asyncio", "await asyncio.sleep(0)"], r"cell 2 .*top-level `await` \(line 1\)"),
         (["%%task --env nope\nx = 1"], r"cell 1 .*--env 'nope' is not a defined environment"),
         (["%%task tiny_task\nx = 1"], r"cell 1 .*unknown preset 'tiny_task'"),
@@ -164,8 +175,11 @@ def test_refusals_name_the_cell(cells, message):
 
 
 def test_platform_limits_are_checked_before_export():
-    with dask.config.set({"taskcell.platform": "latch"}), pytest.raises(
-        ExportError, match=r"cell 1 \(%%task --cpu 200\): cpu=200 exceeds latch's maximum"
+    with (
+        dask.config.set({"taskcell.platform": "latch"}),
+        pytest.raises(
+            ExportError, match=r"cell 1 \(%%task --cpu 200\): cpu=200 exceeds latch's maximum"
+        ),
     ):
         plan("%%task --cpu 200\nx = 1")
 

@@ -87,9 +87,7 @@ def environments(source: str) -> dict[str, Resources]:
         if isinstance(node, ast.Call) and flyte_call(node) in SIGNATURES:
             assert {k.arg for k in node.keywords} <= SIGNATURES[flyte_call(node)]
         if isinstance(node, ast.Assign) and flyte_call(node.value) == "TaskEnvironment":
-            resources = next(
-                (k.value for k in node.value.keywords if k.arg == "resources"), None
-            )
+            resources = next((k.value for k in node.value.keywords if k.arg == "resources"), None)
             envs[node.targets[0].id] = as_request(resources) if resources else Resources()
     tasks = {}
     for node in tree.body:
@@ -184,3 +182,8 @@ def test_module_imports_with_flyte(tmp_path, monkeypatch):
         assert module.fields_env.resources.gpu == "A100:2"
     finally:
         sys.modules.pop("flyte_workflow", None)
+
+
+def test_retries():
+    source = export_notebook(notebook("%%task --retries 3 --cpu 1\nx = 1"), "flyte")
+    assert "@compute_x_env.task(retries=3)\ndef compute_x() -> Any:" in source

@@ -49,7 +49,10 @@ CASES = {
     "plain": ("", "small_task"),
     "preset": ("v100_x4_task", "v100_x4_task"),
     "retried": ("small_task --retries 2", "small_task(retries=2)"),
-    "fields": ("--cpu 4 --memory 16Gi --disk 100Gi", "custom_task(cpu=4, memory=16, storage_gib=100)"),
+    "fields": (
+        "--cpu 4 --memory 16Gi --disk 100Gi",
+        "custom_task(cpu=4, memory=16, storage_gib=100)",
+    ),
     "rounded": ("--cpu 500m --memory 1500Mi", "custom_task(cpu=1, memory=2)"),
     "ranged": ("--cpu 2,8 --memory 4Gi,8Gi", "custom_task(cpu=8, memory=8)"),
     "partial": ("--memory 64Gi", "custom_task(cpu=2, memory=64)"),
@@ -58,7 +61,10 @@ CASES = {
     "a10g": ("--gpu A10G:1 --cpu 16 --memory 100Gi", "large_gpu_task"),
     "v100": ("--gpu V100:1", "v100_x1_task"),
     "l40s": ("--gpu L40s:4 --cpu 96", "g6e_24xlarge_task"),
-    "maxima": ("--cpu 126 --memory 975Gi --disk 4949Gi", "custom_task(cpu=126, memory=975, storage_gib=4949)"),
+    "maxima": (
+        "--cpu 126 --memory 975Gi --disk 4949Gi",
+        "custom_task(cpu=126, memory=975, storage_gib=4949)",
+    ),
 }
 
 

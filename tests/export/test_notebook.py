@@ -42,7 +42,11 @@ def test_plumbing_is_dropped_without_a_note():
 @pytest.mark.parametrize(
     ("source", "code", "note"),
     [
-        ("!ls -l\nx = 1", "# !ls -l\nx = 1\n", "shell escapes cannot run outside IPython; '!ls -l'"),
+        (
+            "!ls -l\nx = 1",
+            "# !ls -l\nx = 1\n",
+            "shell escapes cannot run outside IPython; '!ls -l'",
+        ),
         ("files = !ls", "# files = !ls\n", "'files = !ls' kept as a comment"),
         ("%matplotlib inline\nx = 1", "# %matplotlib inline\nx = 1\n", "%matplotlib cannot run"),
         ("%time y = 2", "y = 2\n", "%time dropped; its statement is kept"),

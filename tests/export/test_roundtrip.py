@@ -110,7 +110,8 @@ def four_tasks(tmp_path_factory) -> Path:
     cells = ["import time"]
     for name in "abcd":
         cells.append(
-            f"%%task\nimport time\nstart_{name} = time.time()\ntime.sleep(1)\nend_{name} = time.time()"
+            f"%%task\nimport time\nstart_{name} = time.time()\ntime.sleep(1)\n"
+            f"end_{name} = time.time()"
         )
     cells.append(
         "span = max(end_a, end_b, end_c, end_d) - min(start_a, start_b, start_c, start_d)\n"

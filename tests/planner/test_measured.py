@@ -55,7 +55,10 @@ def test_a_gibibyte_allocated_is_a_gibibyte_measured(client):
     assert 0.8 * GiB <= peak <= 1.2 * GiB, peak
     # And the right-sizing hint says so: 16 GiB asked, about 1 GiB used.
     (hint,) = [h for h in review(history, BUILTIN_PRESETS) if h.resource == "memory"]
-    assert (hint.kind, hint.preset) == ("over-requested", "small_task")
+    assert hint.kind == "over-requested"
+    # 2 GiB of memory; and 2 cores when the one it had was kept busy (CPU-bound), which
+    # depends on how busy this shared machine is.
+    assert hint.line in ("%%task --cpu 1 --memory 2Gi", "%%task small_task"), hint
 
 
 SPIN = """

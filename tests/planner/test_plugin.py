@@ -125,3 +125,24 @@ async def test_a_scheduler_without_the_plugin_gets_it_again(c, s, a):
     snap = await snapshot(c)  # answered None: installed again, asked again
     assert gpu(snap) == (2, 0, 0)
     assert wire.PLUGIN_NAME in s.plugins
+
+
+def test_large_updates_travel_compressed_and_decode_the_same():
+    from taskcell.planner.feed import decode
+
+    workers = [
+        [f"tcp://10.0.0.{i}:1", f"w{i}", 2, 0, {"threads": [2, 1, 0], "GPU": [2, 1, 0]},
+         [[f"cell-{i}-{'a' * 32}", None, {"GPU": 1}, "r", 1.5]], 1, 0]
+        for i in range(wire.COMPRESS_FROM)
+    ]  # fmt: skip
+    full = {
+        "v": wire.WIRE_VERSION, "epoch": "e1", "seq": 3, "time": 2.0, "scheduler": "tcp://s:1",
+        "workers": workers, "removed": [], "queue": [], "queued": 0,
+        "totals": {"GPU": [128, 64, 0]}, "full": True,
+    }  # fmt: skip
+    packed = wire.pack(full)
+    assert set(packed) == {"v", "epoch", "seq", "zlib"} and len(packed["zlib"]) < 4000
+    assert decode(packed) == decode(full)
+    assert decode(full)["workers"][0]["tasks"][0]["name"] == "cell-0"
+    small = {**full, "workers": workers[:3]}
+    assert wire.pack(small) is small

@@ -29,7 +29,16 @@ def test_memory_asked_far_more_than_used():
     assert "peaked at 3 GiB (2%)" in memory.message
     assert memory.preset == "small_task" and memory.line == "%%task small_task"
     assert (cpu.kind, cpu.resource, cpu.preset) == ("over-requested", "cpu", "small_task")
-    assert "kept 1.5 busy (5%)" in cpu.message
+    assert "kept 1.50 busy (5%)" in cpu.message
+
+
+def test_a_sleeping_task_is_told_the_fewest_cores_not_a_same_size_preset():
+    r = record("nap", Resources(cpu=2), peak=50 << 20, cores=0.001, wall=3)
+    (hint,) = review([r], BUILTIN_PRESETS)  # small_task has 2 cores too: no help
+    assert (hint.preset, hint.line) == (None, "%%task --cpu 1")
+    assert "fewer cores would have done" in hint.message
+    one = record("nap", Resources(cpu=1), peak=50 << 20, cores=0.001, wall=3)
+    assert review([one], BUILTIN_PRESETS) == []
 
 
 def test_memory_near_its_limit_suggests_room():
