@@ -1,13 +1,16 @@
 """``make demo``: run the demo notebooks headless, in a real kernel, and print what they showed.
 
 Each notebook runs top to bottom on the embedded cluster (no cluster configured), exactly as a
-new user running it in JupyterLab would; a cell that fails stops the demo with its error.
+new user running it in JupyterLab would; a cell that fails stops the demo with its error. The
+export notebook is then exported to a workflow module, which runs with plain ``python``.
 """
 
 from __future__ import annotations
 
 import pathlib
+import subprocess
 import sys
+import tempfile
 import time
 
 #: The notebooks ``make demo`` runs, in order (those present in demo_notebooks/).
@@ -47,6 +50,19 @@ def run(path: pathlib.Path) -> None:
         )
 
 
+def run_exported(path: pathlib.Path) -> None:
+    """Export the notebook to a workflow module, run it with ``python``, print what it printed."""
+    from taskcell.export import export_file
+
+    with tempfile.TemporaryDirectory() as folder:
+        module = export_file(path, pathlib.Path(folder) / "workflow.py")
+        print(f"\n=== taskcell export {path.name} -o workflow.py && python workflow.py")
+        done = subprocess.run(
+            [sys.executable, str(module)], capture_output=True, text=True, timeout=300, check=True
+        )
+        print(done.stdout.rstrip())
+
+
 def main(argv: list[str] | None = None) -> int:
     folder = pathlib.Path(__file__).resolve().parent.parent / "demo_notebooks"
     names = (argv if argv is not None else sys.argv[1:]) or NOTEBOOKS
@@ -54,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         path = folder / f"{name}.ipynb"
         if path.exists():
             run(path)
+            if name == "04-export":
+                run_exported(path)
     return 0
 
 
