@@ -75,6 +75,13 @@ class DaskProcesses:
             env,
         )
 
+    def wait_for_workers(self, n: int, timeout: float = 60) -> None:
+        """Block until ``n`` workers have joined the scheduler."""
+        from distributed import Client
+
+        with Client(self.address, timeout=timeout) as client:
+            client.wait_for_workers(n, timeout=timeout)
+
     def stop(self) -> None:
         for proc in reversed(self.procs):
             if proc.poll() is None:

@@ -28,7 +28,7 @@ from taskcell.runner.history import TaskRecord
 from taskcell.runner.job import CellJob
 from taskcell.runner.remote import CellResult, interrupt_cell, run_cell
 from taskcell.runner.remote_value import RemoteValue
-from taskcell.spec import Resources, parse_quantity
+from taskcell.spec import GPU, Resources, parse_quantity
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -102,19 +102,20 @@ def submit_cell(
     )
     future.add_done_callback(lambda _: events.put({"kind": "ended"}))
     return Submission(
-        future,
-        job,
-        record,
-        placement.resources,
-        len(placement.workers),
-        analysis.deleted,
-        events,
+        future=future,
+        job=job,
+        record=record,
+        resources=placement.resources,
+        capable=len(placement.workers),
+        deleted=analysis.deleted,
+        events=events,
     )
 
 
 def _gpu_count(request: Resources) -> int:
+    """Whole GPUs the cell's process is given (MIG slices and other devices are not pinned)."""
     gpu = request.gpu
-    return int(getattr(gpu, "quantity", 0) or 0) if gpu is not None else 0
+    return gpu.quantity if isinstance(gpu, GPU) and not gpu.partition else 0
 
 
 def _inputs(
@@ -149,14 +150,23 @@ def wait_for_cell(client: Client, sub: Submission, out: Display, retries: int = 
     try:
         _follow(client, sub, out, retries)
     except KeyboardInterrupt:
-        sub.future.cancel()
-        client.run(interrupt_cell, sub.job.key, on_error="ignore")
+        _stop(client, sub)
         sub.record.finish("interrupted")
         out.status(f"interrupted {_where(sub)}; nothing was written back")
+        raise
+    except ClusterError:
+        _stop(client, sub)
+        sub.record.finish("lost")
         raise
     finally:
         client.unsubscribe_topic(sub.job.topic)
     return _result(client, sub, out)
+
+
+def _stop(client: Client, sub: Submission) -> None:
+    """Cancel the task and stop its cell process if it is running (Dask alone cannot)."""
+    sub.future.cancel()
+    client.run(interrupt_cell, sub.job.key, on_error="ignore")
 
 
 def _follow(client: Client, sub: Submission, out: Display, retries: int) -> None:
@@ -199,8 +209,6 @@ def _status(client: Client, sub: Submission, waited: float, retries: int) -> str
     live = {w.address for w in live_workers(client)}
     dead = sub.attempts[:-1] + ([worker] if worker not in live else [])
     if len(dead) > retries:
-        sub.future.cancel()
-        sub.record.finish("lost")
         raise ClusterError(
             f"worker {dead[-1]} died while running this cell; nothing was written back. "
             + (f"It was retried {retries} time(s). " if retries else "")
@@ -212,6 +220,8 @@ def _status(client: Client, sub: Submission, waited: float, retries: int) -> str
 
 
 def _waiting_reason(sub: Submission, waited: float) -> str:
+    if waited < 1:
+        return "submitted"
     resources = ", ".join(f"{k}={v:g}" for k, v in sub.resources.items()) or "a free thread"
     workers = f"{sub.capable} capable worker{'s' if sub.capable != 1 else ''}"
     return f"waiting {waited:.0f} s for {resources}: {workers}, all busy"
@@ -225,7 +235,7 @@ def _result(client: Client, sub: Submission, out: Display) -> CellResult:
     if sub.future.status == "cancelled":
         raise CellInterrupted("the cell's task was cancelled")
     try:
-        if sub.sizes is not None and sum(sub.sizes.values()) > _threshold():
+        if sub.sizes is not None and max(sub.sizes.values(), default=0) > _threshold():
             result = _split_large(client, sub)
         else:
             result = sub.future.result()

@@ -52,6 +52,7 @@ def test_seed_scenario_as_task_cells(dask_processes):
 
 def test_dask_scheduler_address_points_task_at_a_cluster(dask_processes):
     dask_processes.worker(name="by-env")
+    dask_processes.wait_for_workers(1)
     kernel = KernelSession(env={"DASK_SCHEDULER_ADDRESS": dask_processes.address})
     try:
         kernel.run("%load_ext taskcell")
