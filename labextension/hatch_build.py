@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 OUTPUT = HERE.parent / "taskcell" / "labextension"
 STAMP = OUTPUT / "build-inputs.sha256"
 INPUTS = ("package.json", "package-lock.json", "tsconfig.json", ".npmrc", "src", "style")
+# tsconfig.test.json and test/ only matter to `npm test`, not to what is built.
 
 log = logging.getLogger("taskcell.labextension")
 
@@ -50,7 +51,8 @@ def _npm() -> str:
     if npm is None:
         raise RuntimeError(
             "taskcell: building the JupyterLab extension needs Node.js 20 or newer and npm on "
-            "PATH; install them, or install taskcell from a wheel, which carries it prebuilt"
+            "PATH; install them, or install taskcell from a wheel, which carries it prebuilt, "
+            "or set HATCH_JUPYTER_BUILDER_SKIP_NPM=1 to install without the sidebar"
         )
     return npm
 

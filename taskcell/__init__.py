@@ -36,6 +36,10 @@ _EXPORTS = {
     "g6e_12xlarge_task": "taskcell.tasks",
     "g6e_16xlarge_task": "taskcell.tasks",
     "g6e_24xlarge_task": "taskcell.tasks",
+    "panel": "taskcell.widgets",
+    "occupancy": "taskcell.planner",
+    "occupancy_history": "taskcell.planner",
+    "suggest": "taskcell.planner",
 }
 
 __all__ = ["__version__", "load_ipython_extension", "presets", *_EXPORTS]

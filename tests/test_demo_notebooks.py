@@ -47,3 +47,12 @@ def test_task_magic_notebook():
     assert "(4000000.0, (4000000,))" in text
     assert "asks GPU-A100=2" in text
     assert "finished> -> 42" in text
+
+
+def test_planner_notebook():
+    text = "\n".join(execute("03-planner"))
+    assert "second: assigned  waiting on this worker for CPU=" in text
+    assert "True True True" in text
+    assert "medium_task fits: 12 GiB of input" in text and "No preset fits" in text
+    assert "prepare asked for" in text and "of memory and peaked at" in text
+    assert "basis='history'" in text

@@ -49,7 +49,8 @@ export class PlannerForm extends Widget {
     this._insert = document.createElement('button');
     this._insert.type = 'button';
     this._insert.className = 'jp-taskcell-insert jp-mod-styled';
-    this._insert.textContent = 'Insert %%task line into the active cell';
+    this._insert.textContent = 'Insert into the active cell';
+    this._insert.title = 'Put the %%task line at the top of the active code cell';
     this._insert.hidden = true;
     this._note = document.createElement('p');
     this._note.className = 'jp-taskcell-planner-note';

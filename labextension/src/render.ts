@@ -64,6 +64,11 @@ export function formatRequest(request: Record<string, number>): string {
   return parts.length ? parts.join(', ') : 'no resources';
 }
 
+/** `1 worker`, `2 workers`. */
+export function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
 function clamp(fraction: number): number {
   return Math.max(0, Math.min(1, Number.isFinite(fraction) ? fraction : 0));
 }
@@ -132,7 +137,7 @@ export function renderWorker(worker: IWorkerSnapshot): HTMLElement {
   const head = el('div', 'jp-taskcell-worker-head');
   head.append(
     el('span', 'jp-taskcell-worker-name', worker.name || worker.address),
-    el('span', 'jp-taskcell-worker-threads', `${worker.nthreads} threads`)
+    el('span', 'jp-taskcell-worker-threads', plural(worker.nthreads, 'thread'))
   );
   head.title = worker.address;
   box.append(head);
@@ -170,7 +175,7 @@ export function renderSnapshot(snapshot: ISnapshot): HTMLElement {
 
   const totals = el('section', 'jp-taskcell-totals');
   totals.append(
-    el('h3', 'jp-taskcell-heading', `Cluster: ${snapshot.workers.length} workers`)
+    el('h3', 'jp-taskcell-heading', `Cluster: ${plural(snapshot.workers.length, 'worker')}`)
   );
   snapshot.totals.forEach(use => totals.append(renderBar(use)));
   root.append(totals);

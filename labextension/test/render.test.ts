@@ -82,6 +82,8 @@ describe('renderSnapshot', () => {
     expect(running[0].textContent).toContain('cell-3');
     expect(running[0].textContent).toContain('GPU 1');
     expect(root.querySelector('.jp-taskcell-totals')!.textContent).toContain('1 of 2 GPU in use');
+    expect(root.querySelector('.jp-taskcell-totals h3')!.textContent).toBe('Cluster: 1 worker');
+    expect(box.querySelector('.jp-taskcell-worker-threads')!.textContent).toBe('2 threads');
   });
 
   it('shows none in use when the task has ended', () => {

@@ -93,7 +93,9 @@ class ClusterHandler(TaskcellHandler):
         since = self._number("since", int, None)
         wait = self._number("timeout", float, DEFAULT_WAIT)
         if not 0 <= wait <= MAX_WAIT:
-            raise web.HTTPError(400, f"timeout= must be between 0 and {MAX_WAIT:g} seconds, got {wait!r}")
+            raise web.HTTPError(
+                400, f"timeout= must be between 0 and {MAX_WAIT:g} seconds, got {wait!r}"
+            )
         info = await self.find_cluster(cluster_id)
         watch = self.extension.hub.watch(info["address"])
         self.reply(await watch.changed(since, wait))

@@ -78,7 +78,7 @@ def _quantity(text: str) -> int:
         return parse_quantity(text, "size")
     except SpecError:
         raise RequestError(
-            f"'size' must be a quantity such as \"12 GiB\", \"500M\" or 500e6, got {text!r}"
+            f'\'size\' must be a quantity such as "12 GiB", "500M" or 500e6, got {text!r}'
         ) from None
 
 

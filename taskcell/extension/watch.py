@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 class FeedHandle(Protocol):
     """A started subscription: its latest snapshot, and how to stop it."""
 
@@ -214,9 +213,9 @@ class ClusterWatch:
             if self._stale:
                 self._snapshot = handle.snapshot()
                 self._stale = False
-            if client.status == "running":
-                with contextlib.suppress(OSError, asyncio.TimeoutError):
-                    await asyncio.wait_for(handle.close(), self._connect_timeout)
+            # Always: the feed also forgets itself, whether or not the scheduler can be told.
+            with contextlib.suppress(OSError, asyncio.TimeoutError):
+                await asyncio.wait_for(handle.close(), self._connect_timeout)
         with contextlib.suppress(OSError, asyncio.TimeoutError, RuntimeError):
             await asyncio.wait_for(client.close(), self._connect_timeout)
 

@@ -62,7 +62,10 @@ class TaskMagics(Magics):
         ns = self.shell.user_ns
         try:
             parsed = parse_task_line(line)
-            request = build_request(parsed, config.presets, self.environments, ns)
+            presets = config.presets
+            if parsed.preset == "auto":
+                presets = self._auto_presets(parsed.name, cell, ns)
+            request = build_request(parsed, presets, self.environments, ns)
         except SpecError as e:
             raise UsageError(str(e)) from None
         count = self.shell.execution_count
@@ -84,6 +87,24 @@ class TaskMagics(Magics):
         )
 
     task.__doc__ = PARSER.format_help()
+
+    def _auto_presets(self, name: str | None, cell: str, ns: dict) -> Any:
+        """``--preset auto``: the presets, with ``auto`` the request past runs of this cell
+        (same ``--name`` or same source) or, with none, the planner choose for its inputs."""
+        from dask.sizeof import sizeof
+
+        from taskcell import config
+        from taskcell.planner.rightsize import auto_preset
+        from taskcell.runner.analysis import analyze_cell
+
+        body = self.shell.transform_cell(cell)
+        inputs = [n for n in analyze_cell(body).inputs if n in ns]
+        choice = auto_preset(
+            self.history, name=name, source=body, inputs_size=sum(sizeof(ns[n]) for n in inputs)
+        )
+        chosen = choice.preset or choice.request.to_options()
+        print(f"taskcell: --preset auto chose {chosen}: {choice.reason}")
+        return lambda: {**config.presets(), "auto": choice.request}
 
     @line_magic
     def task_env(self, line: str) -> Environment | None:
@@ -119,5 +140,23 @@ class TaskMagics(Magics):
 
     @line_magic
     def tasks(self, line: str) -> Any:
-        """This kernel's tasks as a DataFrame: cell, request, worker, state, wall time, use."""
-        return self.history.frame()
+        """This kernel's tasks as a DataFrame: cell, request, worker, state, wall time, use,
+        and a right-sizing hint where a task asked for far more than it used or ran near its
+        limit."""
+        from taskcell.planner.rightsize import review
+
+        frame = self.history.frame()
+        hints: dict[str, list[str]] = {}
+        for hint in review(self.history):
+            hints.setdefault(hint.key, []).append(f"{hint.kind} {hint.resource}: {hint.line}")
+        frame["hint"] = [" / ".join(hints.get(key, [])) for key in frame["key"]]
+        return frame
+
+    @line_magic
+    def task_panel(self, line: str) -> Any:
+        """Show the live resource panel: every worker's resources (running and assigned), the
+        tasks that wait and why, right-sizing hints, and a planner. ``.close()`` stops it."""
+        from taskcell.cluster import connect
+        from taskcell.widgets import panel
+
+        return panel(connect.current_client(), self.history)

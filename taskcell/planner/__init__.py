@@ -32,6 +32,7 @@ _EXPORTS = {
     "describe_profile": "taskcell.planner.workloads",
     "DEFAULT_PROFILE": "taskcell.planner.workloads",
     "review": "taskcell.planner.rightsize",
+    "kernel_history": "taskcell.planner.rightsize",
     "Hint": "taskcell.planner.rightsize",
     "auto_preset": "taskcell.planner.rightsize",
     "AutoChoice": "taskcell.planner.rightsize",

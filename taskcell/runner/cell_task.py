@@ -94,7 +94,7 @@ def submit_cell(
         gpus=_gpu_count(request),
         inputs=inline,
     )
-    record = TaskRecord(key=key, cell=name, request=request)
+    record = TaskRecord(key=key, cell=name, request=request, source=cell.body)
     events: queue.Queue = queue.Queue()
     client.subscribe_topic(job.topic, lambda event: events.put(event[1]))
     future = client.submit(

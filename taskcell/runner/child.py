@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from taskcell.runner import wire
+from taskcell.runner.gpu_usage import gpu_peak
 from taskcell.runner.job import CellJob, Usage
 
 _PR_SET_PDEATHSIG = 1
@@ -100,6 +101,8 @@ def run(job: CellJob, conn: Connection) -> tuple:
     namespace: dict[str, Any] = {"__name__": "__main__", "display": _display_function(conn)}
     namespace.update(job.inputs)
     _peak_rss_reset()
+    gpu = gpu_peak()
+    gpu.start()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Stream(conn, "stdout"), _Stream(conn, "stderr")
@@ -113,8 +116,11 @@ def run(job: CellJob, conn: Connection) -> tuple:
         return ("error", _user_traceback(e, job.filename), type(e).__name__)
     finally:
         sys.stdout, sys.stderr = stdout, stderr
+        gpu_memory = gpu.stop()
     wall = time.perf_counter() - wall0
-    usage = Usage(wall=wall, cpu=time.process_time() - cpu0, peak_memory=_peak_rss())
+    usage = Usage(
+        wall=wall, cpu=time.process_time() - cpu0, peak_memory=_peak_rss(), gpu_memory=gpu_memory
+    )
     outputs = {name: namespace[name] for name in job.outputs if name in namespace}
     return ("done", outputs, value, usage)
 

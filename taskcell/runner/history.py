@@ -30,6 +30,8 @@ class TaskRecord:
     started: float | None = None
     ended: float | None = None
     usage: Usage | None = None
+    #: The cell body as run (after IPython's transforms); ``--preset auto`` matches on it.
+    source: str = field(default="", repr=False)
 
     def start(self, worker: str) -> None:
         self.state, self.worker, self.started = "running", worker, time.time()
@@ -59,9 +61,17 @@ class TaskHistory(list[TaskRecord]):
                 "wall_s": round(r.elapsed(), 3) if r.started else None,
                 "cores_used": round(r.usage.cores, 2) if r.usage else None,
                 "peak_memory": format_bytes(r.usage.peak_memory) if r.usage else None,
+                "gpu_memory": (
+                    format_bytes(r.usage.gpu_memory)
+                    if r.usage and r.usage.gpu_memory is not None
+                    else None
+                ),
                 "key": r.key,
             }
             for r in self
         ]
-        columns = ["cell", "request", "worker", "state", "wall_s", "cores_used", "peak_memory"]
+        columns = [
+            "cell", "request", "worker", "state", "wall_s", "cores_used", "peak_memory",
+            "gpu_memory",
+        ]  # fmt: skip
         return pd.DataFrame(rows, columns=[*columns, "key"])

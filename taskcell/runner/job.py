@@ -8,11 +8,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Usage:
-    """What one run actually used: seconds of wall and CPU time, and peak bytes of memory."""
+    """What one run actually used: seconds of wall and CPU time, peak bytes of memory, and
+    peak bytes of GPU memory where NVML can tell (else None)."""
 
     wall: float
     cpu: float
     peak_memory: int
+    gpu_memory: int | None = None
 
     @property
     def cores(self) -> float:

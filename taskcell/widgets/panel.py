@@ -258,12 +258,19 @@ class Panel:
             self._thread.join(5)
         self.feed.close()
         self.frontend.close()
-        self.widget.close()
+        for widget in _descendants(self.widget):
+            widget.close()
         if self in _open:
             _open.remove(self)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _descendants(widget: Any) -> list:
+    """``widget`` and every widget inside it, innermost first (closing frees their comms)."""
+    inner = [d for child in getattr(widget, "children", ()) for d in _descendants(child)]
+    return [*inner, widget]
 
 
 def panel(client: Client | None = None, history: list | None = None) -> Panel:

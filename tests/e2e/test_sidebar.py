@@ -4,7 +4,8 @@ and a worker advertising ``GPU=2``, headless Chromium driven by Playwright.
 A copy of the ``%%task`` demo notebook is opened, pointed at the cluster with
 ``%task_cluster``, and a ``%%task --gpu 1 --bg`` cell is run from the page; the sidebar, which
 knew no cluster before, must show one of the worker's two GPUs in use, then none when the task
-ends. The task sleeps until the test has seen it running (a ``distributed.Event``, at most
+ends; then the planner form's suggestion is put atop the active cell. The task sleeps until
+the test has seen it running (a ``distributed.Event``, at most
 :data:`TASK_SECONDS`), so a slow machine cannot make it end unseen. Screenshots of both moments
 are saved under ``test-artifacts/``.
 """
@@ -105,9 +106,14 @@ class Lab:
         self.log = state / "lab.log"
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "jupyterlab", "--no-browser",
-                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
-                "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}",
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={self.port}",
+                "--ServerApp.port_retries=0",
+                f"--ServerApp.root_dir={root}",
                 f"--IdentityProvider.token={self.token}",
                 "--ServerApp.allow_root=True",  # CI machines run tests as root
                 "--LabApp.news_url=None",
@@ -174,7 +180,9 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
     from playwright.sync_api import expect, sync_playwright
 
     status, body = lab.get("taskcell/api/clusters")
-    assert status == 200, f"the taskcell server extension is not enabled (pip install -e .): {body!r}"
+    assert status == 200, (
+        f"the taskcell server extension is not enabled (pip install -e .): {body!r}"
+    )
     assert json.loads(body) == {"clusters": []}
     name = demo_copy(tmp_path / "notebooks", gpu_cluster.address)
     ARTIFACTS.mkdir(exist_ok=True)
@@ -210,8 +218,8 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
             cells.nth(0).locator(".jp-InputArea-editor").click()
             page.keyboard.press("Shift+Enter")
             page.keyboard.press("Shift+Enter")
-            gpu = sidebar.locator(
-                ".jp-taskcell-worker[data-name='gpu-box'] .jp-taskcell-resource[data-resource='GPU']"
+            gpu = sidebar.locator(".jp-taskcell-worker[data-name='gpu-box']").locator(
+                ".jp-taskcell-resource[data-resource='GPU']"
             )
             expect(gpu).to_have_attribute("data-running", "0", timeout=30_000)
             expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
@@ -235,10 +243,24 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
             expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
             expect(sidebar.locator(".jp-taskcell-task-running")).to_have_count(0)
             page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-idle.png"))
+
+            # The planner: a size in, a preset out, its line put atop the active cell.
+            sidebar.locator(".jp-taskcell-size").fill("1 GiB")
+            sidebar.locator(".jp-taskcell-suggest").click()
+            line = sidebar.locator(".jp-taskcell-task-line")
+            expect(line).to_have_text(re.compile(r"^%%task small_task"))
+            expect(sidebar.locator(".jp-taskcell-fit-count")).to_have_text(
+                re.compile(r"^\d+ of 1 live workers can run it$")
+            )
+            sidebar.locator(".jp-taskcell-insert").click()
+            active = page.locator(".jp-Notebook .jp-Cell.jp-mod-active .cm-content")
+            expect(active).to_contain_text(line.inner_text() + "import numpy as np")
+            page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-planner.png"))
         except AssertionError as e:
             page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-failure.png"))
+            log = lab.log.read_text()[-3000:]
             raise AssertionError(
-                f"{e}\npage errors: {errors}\n--- jupyter lab log ---\n{lab.log.read_text()[-3000:]}"
+                f"{e}\npage errors: {errors}\n--- jupyter lab log ---\n{log}"
             ) from None
         finally:
             browser.close()

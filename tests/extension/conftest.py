@@ -33,7 +33,16 @@ def jp_server_config(taskcell_config: dict) -> Config:
 
 
 @pytest.fixture
-def api(jp_fetch) -> Callable:
+def extension(jp_serverapp, jp_asyncio_loop):
+    """The server's TaskcellExtension; its subscriptions are closed before the test's Dask
+    processes stop (pytest-jupyter cleans the server up only after every other fixture)."""
+    (app,) = jp_serverapp.extension_manager.extension_apps["taskcell.extension"]
+    yield app
+    jp_asyncio_loop.run_until_complete(app.hub.close())
+
+
+@pytest.fixture
+def api(jp_fetch, extension) -> Callable:
     """``await api("clusters", ...)`` -> the decoded JSON of ``/taskcell/api/clusters``."""
 
     async def call(*parts: str, **kwargs):

@@ -95,14 +95,13 @@ class TestConfiguredCluster:
         assert time.monotonic() - started < 2
         assert other["version"] == state["version"]
 
-    async def test_many_tabs_share_one_subscription(self, api, wait_for, dask_processes, jp_serverapp):
+    async def test_many_tabs_share_one_subscription(self, api, wait_for, dask_processes, extension):
         cid = cluster_id(dask_processes.address)
         state = await wait_for(cid, gpus_running("gpu-box", 0))
         polls = [
             api("clusters", cid, params={"since": state["version"], "timeout": 1}) for _ in range(8)
         ]
         await asyncio.gather(*polls)
-        (extension,) = jp_serverapp.extension_manager.extension_apps["taskcell.extension"]
         assert list(extension.hub.statuses()) == [cid]
 
     async def test_the_scheduler_going_away_is_a_state_not_an_error(

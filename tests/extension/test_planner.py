@@ -70,7 +70,7 @@ async def test_a_size_must_be_a_quantity_never_a_path_on_the_server(jp_fetch, si
     code, message = await refused(jp_fetch, {"size": size})
     assert code == 400
     assert message == (
-        f"'size' must be a quantity such as \"12 GiB\", \"500M\" or 500e6, got {size!r}"
+        f'\'size\' must be a quantity such as "12 GiB", "500M" or 500e6, got {size!r}'
     )
 
 

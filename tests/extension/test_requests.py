@@ -72,17 +72,21 @@ async def login(jp_fetch, token: str) -> dict[str, str]:
     return cookies
 
 
-async def test_a_cookie_login_reads_but_must_send_the_xsrf_token_to_post(
-    jp_fetch, jp_serverapp
-):
+async def test_a_cookie_login_reads_but_must_send_the_xsrf_token_to_post(jp_fetch, jp_serverapp):
     cookies = await login(jp_fetch, jp_serverapp.identity_provider.token)
     cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
-    listed = await jp_fetch("taskcell", "api", "clusters", headers={"Authorization": "", "Cookie": cookie})
+    listed = await jp_fetch(
+        "taskcell", "api", "clusters", headers={"Authorization": "", "Cookie": cookie}
+    )
     assert json.loads(listed.body) == {"clusters": []}
 
     body = json.dumps({"size": "1 GiB"})
     error = await refused(
-        jp_fetch, "planner", method="POST", body=body, headers={"Authorization": "", "Cookie": cookie}
+        jp_fetch,
+        "planner",
+        method="POST",
+        body=body,
+        headers={"Authorization": "", "Cookie": cookie},
     )
     assert error.code == 403
     assert "xsrf" in error.response.body.decode().lower()
@@ -175,7 +179,9 @@ class TestLongPollQuery:
     ids=lambda v: v.decode("latin-1")[:30] if isinstance(v, bytes) else None,
 )
 async def test_a_malformed_planner_body_is_a_400_naming_the_problem(jp_fetch, body, words):
-    error = await refused(jp_fetch, "planner", method="POST", body=body, allow_nonstandard_methods=True)
+    error = await refused(
+        jp_fetch, "planner", method="POST", body=body, allow_nonstandard_methods=True
+    )
     assert error.code == 400
     assert words in message(error)
 

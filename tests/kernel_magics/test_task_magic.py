@@ -249,3 +249,19 @@ def test_any_abstract_resource(gpu_kernel):
     too_many = gpu_kernel.run("%%task --resources process=2\nw = 4")
     assert "asks process=2; the most any worker has is 1" in too_many.error_text
     assert gpu_kernel.value("w") == 3
+
+
+def test_preset_auto_uses_the_planner_then_this_cells_history(gpu_kernel):
+    first = gpu_kernel.run("%%task auto --name sized\nsized = list(range(1000))")
+    assert first.status == "ok", first.error_text
+    assert "--preset auto chose" in first.stdout
+    again = gpu_kernel.run("%%task auto --name sized\nsized = list(range(1000))")
+    assert again.status == "ok", again.error_text
+    assert "--preset auto chose" in again.stdout and "1 past run of this cell" in again.stdout
+
+
+def test_tasks_shows_hints_and_panel_opens(gpu_kernel):
+    out = gpu_kernel.run("_t = %tasks\nprint(list(_t.columns))")
+    assert "'hint'" in out.stdout and "'cores_used'" in out.stdout
+    panel = gpu_kernel.run("p = %task_panel\nprint(type(p).__name__)\np.close()")
+    assert panel.status == "ok", panel.error_text

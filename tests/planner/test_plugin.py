@@ -146,3 +146,18 @@ def test_large_updates_travel_compressed_and_decode_the_same():
     assert decode(full)["workers"][0]["tasks"][0]["name"] == "cell-0"
     small = {**full, "workers": workers[:3]}
     assert wire.pack(small) is small
+
+
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_a_scheduler_restart_keeps_subscribers_and_numbering(c, s, a):
+    feed = await OccupancyFeed(c).start()
+    plugin = s.plugins[wire.PLUGIN_NAME]
+    seq, epoch = plugin.seq, plugin.epoch
+    plugin.restart(s)  # what Client.restart() triggers on the scheduler
+    assert (plugin.seq, plugin.epoch, plugin.subscribers) == (seq, epoch, {c.id})
+    f = c.submit(hold, "after-restart", resources={"GPU": 1}, pure=False)
+    await until(lambda: gpu(feed.snapshot()) == (2, 1, 0))
+    await Event("after-restart").set()
+    await f
+    await until(lambda: gpu(feed.snapshot()) == (2, 0, 0))
+    await feed.close()

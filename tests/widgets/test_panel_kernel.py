@@ -121,8 +121,12 @@ def test_planner_box_suggests_and_inserts_the_line(panel_kernel):
 
 def test_closed_panel_stops_updating(panel_kernel):
     workers_id = panel_kernel.value("p.workers.model_id")
-    out = panel_kernel.run("p.close(); p._thread.is_alive(), p.feed.closed")
-    assert out.result == "(False, True)", out.error_text
+    out = panel_kernel.run(
+        "import ipywidgets\n"
+        "p.close()\n"
+        "p._thread.is_alive(), p.feed.closed, p.workers.comm, p.widget.comm"
+    )
+    assert out.result == "(False, True, None, None)", out.error_text
     msg_id = panel_kernel.start("%%task --gpu 1\nimport time; time.sleep(1.5); slept = True")
     updates = []
     iopub_until_idle(panel_kernel, msg_id, lambda m: updates.append(state_updates(m, workers_id)))
