@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench lint format clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml labextension/package.json $(wildcard labextension/src/*.ts labextension/style/*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -qq --upgrade pip
 	$(PY) -m pip install -qq -e ".[test]"
@@ -16,7 +16,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m taskcell.demo
 
-test: $(STAMP)
+# Debian's chromium drives tests/e2e; installed where this runs as root with apt-get (CI).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
+	  || echo "taskcell: could not install chromium; the browser test will be skipped"; \
+	else echo "taskcell: no $(CHROMIUM) (apt-get install -y chromium as root); the browser test will be skipped"; fi
+
+test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest
 
 # JupyterLab on the demo notebooks; the Resources sidebar is the bars icon on the right.

@@ -74,7 +74,7 @@ def run() -> list[dict]:
                 "note": f"raw: client.scatter + submit; kernel peak grew {growth / MIB:.0f} MiB",
             }
         )
-        del shell.user_ns["arr"], arr
+        shell.user_ns.pop("arr")
 
         rss_before = _rss()
         ours_s = _seconds(lambda: cell("big = np.ones(2**27)"))

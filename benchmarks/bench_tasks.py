@@ -24,7 +24,12 @@ def run() -> list[dict]:
     from taskcell import Resources, task
 
     decorated = task(resources=Resources(cpu=1))(inc)
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         raw = lambda i: client.submit(inc, i, pure=False).result()  # noqa: E731
         ours = lambda i: decorated(i).result()  # noqa: E731
         _time(raw, 50), _time(ours, 50)  # warm both paths

@@ -10,6 +10,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { ResourcesClient } from './client';
 import { INotebookContext, ResourcesPanel } from './panel';
 import { withTaskLine } from './render';
+import { answerTaskcellComm } from './kernelcomm';
 
 export * from './api';
 export { ResourcesPanel, OccupancyView } from './panel';
@@ -93,6 +94,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     tracker: INotebookTracker | null,
     restorer: ILayoutRestorer | null
   ) => {
+    tracker?.widgetAdded.connect((_, notebook) => answerTaskcellComm(notebook));
     const context = new TrackerContext(tracker);
     const panel = new ResourcesPanel(new ResourcesClient(), context);
     panel.title.icon = resourcesIcon;

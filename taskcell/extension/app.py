@@ -6,6 +6,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Float, List, Unicode
 
 from taskcell.extension import feed
+from taskcell.extension.export_handler import ExportHandler
 from taskcell.extension.handlers import handlers
 from taskcell.extension.watch import ClusterHub
 
@@ -50,6 +51,7 @@ class TaskcellExtension(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers(self))
+        self.handlers.append((r"/taskcell/api/export/?", ExportHandler, {"extension": self}))
 
     async def stop_extension(self) -> None:
         await self.hub.close()

@@ -7,6 +7,8 @@ GET      /taskcell/api/clusters/<id>         a cluster's snapshot (ClusterState)
                                              ``?since=<version>&timeout=<s>`` a long poll
 GET      /taskcell/api/planner               the planner's profiles and presets
 POST     /taskcell/api/planner               a suggestion for ``{"size", "profile", "cluster"}``
+POST     /taskcell/api/export                writes ``<notebook>.py`` for ``{"path", "target"}``
+                                             (:mod:`~taskcell.extension.export_handler`)
 =======  ==================================  =================================================
 
 Every verb needs an authenticated user (Jupyter's token or login cookie; a POST with a cookie

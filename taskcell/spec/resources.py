@@ -291,5 +291,7 @@ class Resources:
             elif isinstance(text, dict):
                 text = ",".join(f"{k}={v!r}" for k, v in text.items())
             option = "resources" if field == "extra" else field
-            words.append(f'--{option} "{text}"' if " " in text else f"--{option} {text}")
+            value = f'"{text}"' if " " in text else text
+            # "--resources=-x=1": a value that starts with "-" must not read as an option.
+            words.append(f"--{option}={value}" if text.startswith("-") else f"--{option} {value}")
         return " ".join(words)
