@@ -23,7 +23,8 @@ from taskcell import config
 from taskcell.cluster.connect import live_workers
 from taskcell.cluster.submit import plan, unique_key
 from taskcell.errors import CellInterrupted, ClusterError
-from taskcell.runner.analysis import analyze_cell, function_globals
+from taskcell.runner.analysis import analyze_cell
+from taskcell.runner.closure import function_globals
 from taskcell.runner.history import TaskRecord
 from taskcell.runner.job import CellJob
 from taskcell.runner.remote import CellResult, interrupt_cell, run_cell

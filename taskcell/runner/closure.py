@@ -1,0 +1,124 @@
+"""The globals a notebook-defined function needs, read from its byte code at run time.
+
+The static cell analysis (:mod:`taskcell.runner.analysis`) says which names a cell reads; a
+function the cell calls may read more notebook globals, and those must travel with it.
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_GLOBAL_READS = frozenset(
+    {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS", "DELETE_GLOBAL", "DELETE_NAME"}
+)
+
+
+def _global_reads(code: types.CodeType) -> set[str]:
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        for instruction in dis.get_instructions(current):
+            if instruction.opname in _GLOBAL_READS:
+                names.add(instruction.argval)
+        stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+    return names
+
+
+def _is_notebook_defined(obj: object, namespace: Mapping[str, Any]) -> bool:
+    obj = getattr(obj, "__wrapped__", obj)
+    if isinstance(obj, types.FunctionType):
+        return obj.__module__ == "__main__" or obj.__globals__ is namespace
+    if isinstance(obj, type):
+        return obj.__module__ == "__main__" or any(
+            getattr(f, "__globals__", None) is namespace for f in _class_functions(obj)
+        )
+    return False
+
+
+def _class_functions(cls: type) -> Iterable[object]:
+    for value in vars(cls).values():
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            yield from (f for f in (value.fget, value.fset, value.fdel) if f is not None)
+        else:
+            yield value
+
+
+def _referents(obj: object) -> tuple[list[types.CodeType], list[object]]:
+    """The code objects of a function or class, and the objects to look through next."""
+    codes: list[types.CodeType] = []
+    more: list[object] = []
+    wrapped = getattr(obj, "__wrapped__", None)
+    if wrapped is not None:
+        more.append(wrapped)
+    if isinstance(obj, types.FunctionType):
+        codes.append(obj.__code__)
+        for cell in obj.__closure__ or ():
+            try:
+                more.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue
+    elif isinstance(obj, type):
+        for value in _class_functions(obj):
+            if isinstance(value, (types.FunctionType, type)):
+                more.append(value)
+        more.extend(obj.__mro__[1:-1])
+    return codes, more
+
+
+def function_globals(func: types.FunctionType, namespace: Mapping[str, Any]) -> frozenset[str]:
+    """The names in ``namespace`` that a notebook-defined function needs to run.
+
+    The function's byte code (nested functions, lambdas, comprehensions and classes included)
+    gives the globals it reads; every one of those that is itself a notebook-defined function
+    or class (its ``__module__`` is ``"__main__"`` or its globals are ``namespace``) is followed
+    in turn, as are ``__wrapped__`` targets, closure contents, methods and notebook base classes.
+    Each object is visited once, so recursion ends.
+
+    Only real global reads count (``LOAD_GLOBAL`` and kin), not every name in ``co_names``:
+    ``df.shape`` does not ship a global called ``shape``. Names reached through ``globals()``,
+    ``eval`` or ``exec`` are not seen.
+
+    Parameters
+    ----------
+    func
+        The function the cell calls (a class or decorated function works too).
+    namespace
+        The notebook's global namespace.
+
+    Returns
+    -------
+    frozenset[str]
+        Keys of ``namespace`` read by ``func`` or by the notebook code it reaches.
+
+    Examples
+    --------
+    >>> ns = {}
+    >>> exec("scale = 2\\ndef double(x):\\n    return x * scale", ns)
+    >>> sorted(function_globals(ns["double"], ns))
+    ['scale']
+    """
+    found: set[str] = set()
+    seen: set[int] = set()
+    stack: list[object] = [func]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        codes, more = _referents(obj)
+        stack.extend(o for o in more if _is_notebook_defined(o, namespace))
+        for code in codes:
+            for name in _global_reads(code):
+                if name not in namespace:
+                    continue
+                found.add(name)
+                value = namespace[name]
+                if _is_notebook_defined(value, namespace):
+                    stack.append(value)
+    return frozenset(found)
