@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -83,14 +84,19 @@ class DaskProcesses:
             client.wait_for_workers(n, timeout=timeout)
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        """Workers first, then the scheduler; SIGINT, as a Ctrl-C, closes Dask at once (SIGTERM
+        waits seconds for the nanny, and a worker whose scheduler is gone waits to reconnect)."""
+        workers = [p for p in self.procs if p is not self.scheduler]
+        for group in (workers, [self.scheduler]):
+            for proc in group:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)
+            for proc in group:
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
 
 @pytest.fixture
