@@ -146,3 +146,22 @@ export interface IResourcesClient {
   plannerChoices(): Promise<IPlannerChoices>;
   suggest(request: ISuggestionRequest): Promise<ISuggestion>;
 }
+
+/** Where an exported module runs (`TARGETS` in `taskcell/export/__init__.py`). */
+export type ExportTarget = 'dask' | 'flyte' | 'latch';
+
+/** `POST /taskcell/api/export`: a notebook, named as the contents API names it. */
+export interface IExportRequest {
+  path: string;
+  /** `'dask'` when left out. */
+  target?: ExportTarget;
+}
+
+/** The module written beside the notebook (`ExportResult` in `export_handler.py`). */
+export interface IExportResult {
+  /** Relative to the server's root, as the contents API names it. */
+  path: string;
+  target: ExportTarget;
+  /** One sentence per cell part kept only as a comment, naming the cell. */
+  warnings: string[];
+}

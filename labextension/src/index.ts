@@ -3,11 +3,14 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { ResourcesClient } from './client';
+import { addExportCommand, EXPORT_COMMAND, ExportButtonExtension } from './export';
 import { INotebookContext, ResourcesPanel } from './panel';
 import { withTaskLine } from './render';
 import { answerTaskcellComm } from './kernelcomm';
@@ -15,6 +18,7 @@ import { answerTaskcellComm } from './kernelcomm';
 export * from './api';
 export { ResourcesPanel, OccupancyView } from './panel';
 export { PlannerForm } from './planner';
+export { EXPORT_COMMAND, exportNotebook } from './export';
 
 const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
   <g class="jp-icon3" fill="#616161">
@@ -110,4 +114,23 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+/** "Export notebook to workflow module", in the command palette and on notebook toolbars. */
+const exportPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'taskcell:export',
+  description: "Export a notebook's %%task cells to a workflow module beside it, and open it.",
+  autoStart: true,
+  requires: [INotebookTracker, IDocumentManager],
+  optional: [ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    docManager: IDocumentManager,
+    palette: ICommandPalette | null
+  ) => {
+    addExportCommand(app.commands, tracker, docManager);
+    palette?.addItem({ command: EXPORT_COMMAND, category: 'taskcell' });
+    app.docRegistry.addWidgetExtension('Notebook', new ExportButtonExtension(app.commands));
+  }
+};
+
+export default [plugin, exportPlugin];

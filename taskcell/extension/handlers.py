@@ -19,6 +19,7 @@ JSON ``{"message", "reason"}`` body.
 from __future__ import annotations
 
 import json
+from http.client import responses
 from typing import TYPE_CHECKING, Any
 
 from jupyter_server.auth.decorator import authorized
@@ -66,6 +67,19 @@ class TaskcellHandler(APIHandler):
             if info["id"] == cluster_id:
                 return info
         raise web.HTTPError(404, f"no cluster with id {cluster_id!r} is known to this server")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        # Tornado 6.5 doubles every "%" of an HTTPError's log_message (its printf-style
+        # escape), which APIHandler sends as is: "cell 2 (%%task ...)" would reach the browser
+        # as "%%%%task". get_message() is the message as raised.
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if not isinstance(error, web.HTTPError) or not hasattr(error, "get_message"):
+            super().write_error(status_code, **kwargs)
+            return
+        message = error.get_message() or responses.get(status_code, "Unknown HTTP Error")
+        self.set_header("Content-Type", "application/json")
+        self.log.warning("wrote error: %r", message)
+        self.finish(json.dumps({"message": message, "reason": error.reason}))
 
     def body(self) -> dict[str, Any]:
         """The request's JSON object, or a 400 that says what is wrong with it."""

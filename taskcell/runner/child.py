@@ -19,18 +19,16 @@ import contextlib
 import ctypes
 import io
 import linecache
-import os
 import signal
 import socket
 import sys
 import time
 import traceback
-from multiprocessing.connection import Connection
 from typing import Any
 
-from taskcell.runner import wire
 from taskcell.runner.gpu_usage import gpu_peak
 from taskcell.runner.job import CellJob, Usage
+from taskcell.runner.wire import Channel
 
 _PR_SET_PDEATHSIG = 1
 
@@ -38,8 +36,8 @@ _PR_SET_PDEATHSIG = 1
 class _Stream(io.TextIOBase):
     """A text stream that forwards every write to the worker as it happens."""
 
-    def __init__(self, conn: Connection, name: str) -> None:
-        self._conn = conn
+    def __init__(self, channel: Channel, name: str) -> None:
+        self._channel = channel
         self.name = name
 
     def writable(self) -> bool:
@@ -47,11 +45,11 @@ class _Stream(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if text:
-            wire.send(self._conn, ("stream", self.name, text))
+            self._channel.send(("stream", self.name, text))
         return len(text)
 
 
-def _display_function(conn: Connection):
+def _display_function(channel: Channel):
     def display(*objs: Any, **kwargs: Any) -> None:
         """Show objects in the notebook cell that runs this task, as IPython's display does."""
         from IPython.core.formatters import DisplayFormatter
@@ -59,7 +57,7 @@ def _display_function(conn: Connection):
         formatter = DisplayFormatter()
         for obj in objs:
             data, metadata = formatter.format(obj)
-            wire.send(conn, ("display", {"data": data, "metadata": metadata}))
+            channel.send(("display", {"data": data, "metadata": metadata}))
 
     return display
 
@@ -96,16 +94,16 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run(job: CellJob, conn: Connection) -> tuple:
+def run(job: CellJob, channel: Channel) -> tuple:
     """Execute one cell; the reply tuple described in the module docstring."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "display": _display_function(conn)}
+    namespace: dict[str, Any] = {"__name__": "__main__", "display": _display_function(channel)}
     namespace.update(job.inputs)
     _peak_rss_reset()
     gpu = gpu_peak()
     gpu.start()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Stream(conn, "stdout"), _Stream(conn, "stderr")
+    sys.stdout, sys.stderr = _Stream(channel, "stdout"), _Stream(channel, "stderr")
     try:
         body, last = _compile(job)
         exec(body, namespace)
@@ -133,24 +131,24 @@ def _user_traceback(error: BaseException, filename: str) -> str:
     return "".join(traceback.format_exception(type(error), error, tb))
 
 
-def serve(conn: Connection) -> None:
+def serve(channel: Channel) -> None:
     """Run jobs until the worker closes the socket."""
     while True:
         try:
-            job = wire.receive(conn)
+            job = channel.receive()
         except EOFError:
             return
         except KeyboardInterrupt:
             continue  # an interrupt that arrived after its cell had finished
         try:
-            reply = run(job, conn)
+            reply = run(job, channel)
         except KeyboardInterrupt:
             reply = ("interrupted",)
         try:
-            wire.send(conn, reply)
+            channel.send(reply)
         except Exception as e:  # an output that cannot be pickled
-            wire.send(
-                conn, ("error", f"cannot send the cell's outputs back: {e!r}\n", "PicklingError")
+            channel.send(
+                ("error", f"cannot send the cell's outputs back: {e!r}\n", "PicklingError")
             )
 
 
@@ -159,8 +157,8 @@ def main() -> None:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sock = socket.socket(fileno=int(sys.argv[1]))
-    os.set_blocking(sock.fileno(), True)
-    serve(Connection(sock.detach()))
+    sock.setblocking(True)
+    serve(Channel(sock))
 
 
 if __name__ == "__main__":

@@ -15,9 +15,8 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from multiprocessing.connection import Connection
 
-from taskcell.runner import wire
+from taskcell.runner.wire import Channel
 
 
 class CellProcess:
@@ -33,14 +32,14 @@ class CellProcess:
             env=env,
         )
         theirs.close()
-        self.conn = Connection(ours.detach())
+        self.channel = Channel(ours)
 
     def send(self, message: object) -> None:
-        wire.send(self.conn, message)
+        self.channel.send(message)
 
     def receive(self) -> tuple:
         """The next message; EOFError when the process has died."""
-        return wire.receive(self.conn)
+        return self.channel.receive()
 
     def interrupt(self) -> None:
         if self.proc.poll() is None:
@@ -50,7 +49,7 @@ class CellProcess:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        self.conn.close()
+        self.channel.close()
         if self.alive():
             self.proc.kill()
         self.proc.wait()

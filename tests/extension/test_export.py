@@ -46,9 +46,7 @@ def files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-async def test_writes_the_demo_module_beside_the_notebook_and_answers_its_path(
-    api, jp_root_dir
-):
+async def test_writes_the_demo_module_beside_the_notebook_and_answers_its_path(api, jp_root_dir):
     (jp_root_dir / "work").mkdir()
     shutil.copy(DEMO, jp_root_dir / "work" / DEMO.name)
 

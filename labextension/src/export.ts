@@ -1,0 +1,201 @@
+/**
+ * "Export notebook to workflow module": the server writes the notebook's workflow module beside
+ * it (`POST /taskcell/api/export`, taskcell/extension/export_handler.py), then JupyterLab opens
+ * it. The command is in the palette and on every notebook's toolbar; see `exportPlugin` in
+ * index.ts.
+ */
+import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { URLExt } from '@jupyterlab/coreutils';
+import type { IDocumentManager } from '@jupyterlab/docmanager';
+import type { DocumentRegistry } from '@jupyterlab/docregistry';
+import type { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { ServerConnection } from '@jupyterlab/services';
+import { LabIcon, ToolbarButton } from '@jupyterlab/ui-components';
+import type { CommandRegistry } from '@lumino/commands';
+import type { IDisposable } from '@lumino/disposable';
+import { Widget } from '@lumino/widgets';
+
+import type { ExportTarget, IErrorBody, IExportRequest, IExportResult } from './api';
+
+export const EXPORT_COMMAND = 'taskcell:export-notebook';
+export const EXPORT_LABEL = 'Export notebook to workflow module';
+
+const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M5 2h9l5 5v5h-2V8h-4V4H7v16h5v2H5a1 1 0 0 1-1-1V3a1 1 0 0 1 1-1z"/>
+    <path d="M17 13.5l4.5 4-4.5 4V19h-4v-3h4z"/>
+  </g>
+</svg>`;
+
+export const exportIcon = new LabIcon({ name: 'taskcell:export', svgstr: ICON_SVG });
+
+/**
+ * Ask the server to export a notebook; resolves to the module it wrote.
+ *
+ * Rejects with a `ServerConnection.ResponseError` whose message is the server's (for a notebook
+ * that cannot be exported, it names the cell), or a `NetworkError`.
+ */
+export async function exportNotebook(
+  request: IExportRequest,
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+): Promise<IExportResult> {
+  const url = URLExt.join(settings.baseUrl, 'taskcell', 'api', 'export');
+  const init: RequestInit = { method: 'POST', body: JSON.stringify(request) };
+  const response = await ServerConnection.makeRequest(url, init, settings);
+  const text = await response.text();
+  let data: unknown = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = { message: text, reason: null };
+  }
+  if (!response.ok) {
+    const message = (data as IErrorBody | null)?.message ?? response.statusText;
+    throw new ServerConnection.ResponseError(response, message);
+  }
+  return data as IExportResult;
+}
+
+/** What an export needs of a notebook: its document context. */
+export interface IExportSource {
+  context: Pick<
+    DocumentRegistry.IContext<INotebookModel>,
+    'ready' | 'model' | 'save' | 'localPath'
+  >;
+}
+
+/** What an export needs of JupyterLab's document manager. */
+export type IModuleOpener = Pick<IDocumentManager, 'findWidget' | 'openOrReveal'>;
+
+/**
+ * Save the notebook if it has unsaved changes, export it, and open the module (reloading an
+ * editor that already shows it). Errors are shown in a dialog, warnings as a notification.
+ *
+ * Resolves to the server's answer, or `null` when the export failed.
+ */
+export async function exportAndOpen(
+  source: IExportSource,
+  docManager: IModuleOpener,
+  target: ExportTarget = 'dask',
+  settings?: ServerConnection.ISettings
+): Promise<IExportResult | null> {
+  const context = source.context;
+  let result: IExportResult;
+  try {
+    await context.ready;
+    // The server exports the file on disk: it must be what the user sees.
+    if (context.model.dirty) {
+      await context.save();
+    }
+    result = await exportNotebook({ path: context.localPath, target }, settings);
+    const open = docManager.findWidget(result.path, null);
+    if (open && !open.context.model.dirty) {
+      await open.context.revert();
+    }
+  } catch (error) {
+    await showErrorMessage(EXPORT_LABEL, error as Error);
+    return null;
+  }
+  docManager.openOrReveal(result.path);
+  report(result);
+  return result;
+}
+
+function report(result: IExportResult): void {
+  const count = result.warnings.length;
+  if (count === 0) {
+    Notification.success(`Exported the workflow module ${result.path}`, { autoClose: 4000 });
+    return;
+  }
+  const cells = count === 1 ? 'one cell part' : `${count} cell parts`;
+  Notification.warning(`Exported ${result.path}; ${cells} kept only as comments`, {
+    autoClose: false,
+    actions: [
+      {
+        label: 'Show details',
+        callback: () =>
+          void showDialog({
+            title: `Kept as comments in ${result.path}`,
+            body: warningList(result.warnings),
+            buttons: [Dialog.okButton()]
+          })
+      }
+    ]
+  });
+}
+
+function warningList(warnings: string[]): Widget {
+  const list = document.createElement('ul');
+  list.className = 'jp-taskcell-export-warnings';
+  for (const warning of warnings) {
+    const item = document.createElement('li');
+    item.textContent = warning.replace(/^taskcell: /, '');
+    list.appendChild(item);
+  }
+  return new Widget({ node: list });
+}
+
+/** The notebook a command call means: the one named by `args.path`, else the current one. */
+function notebookFor(tracker: INotebookTracker, path: unknown): NotebookPanel | null {
+  if (typeof path === 'string') {
+    return tracker.find(panel => panel.context.path === path) ?? null;
+  }
+  return tracker.currentWidget;
+}
+
+/**
+ * Add `taskcell:export-notebook`. Arguments, both optional: `path`, the notebook's path (the
+ * current notebook when left out), and `target`, `'dask'` (default), `'flyte'` or `'latch'`.
+ */
+export function addExportCommand(
+  commands: CommandRegistry,
+  tracker: INotebookTracker,
+  docManager: IModuleOpener
+): IDisposable {
+  const running = new Set<NotebookPanel>();
+  return commands.addCommand(EXPORT_COMMAND, {
+    label: EXPORT_LABEL,
+    caption: "Write the notebook's workflow module (.py) beside it, then open it",
+    icon: exportIcon,
+    isEnabled: args => notebookFor(tracker, args.path) !== null,
+    execute: async args => {
+      const panel = notebookFor(tracker, args.path);
+      if (!panel || running.has(panel)) {
+        return null;
+      }
+      const target = typeof args.target === 'string' ? (args.target as ExportTarget) : 'dask';
+      running.add(panel);
+      try {
+        return await exportAndOpen(panel, docManager, target);
+      } finally {
+        running.delete(panel);
+      }
+    }
+  });
+}
+
+/** The command's button on every notebook's toolbar. */
+export class ExportButtonExtension
+  implements DocumentRegistry.IWidgetExtension<NotebookPanel, INotebookModel>
+{
+  constructor(commands: CommandRegistry) {
+    this._commands = commands;
+  }
+
+  createNew(panel: NotebookPanel): IDisposable {
+    const button = new ToolbarButton({
+      className: 'jp-taskcell-export-button',
+      icon: exportIcon,
+      tooltip: EXPORT_LABEL,
+      // The path at the time of the click: the notebook may have been renamed.
+      onClick: () => void this._commands.execute(EXPORT_COMMAND, { path: panel.context.path })
+    });
+    const name = 'taskcell-export';
+    if (!panel.toolbar.insertAfter('cellType', name, button)) {
+      panel.toolbar.addItem(name, button);
+    }
+    return button;
+  }
+
+  private _commands: CommandRegistry;
+}
