@@ -109,7 +109,7 @@ class TestConfiguredCluster:
     ):
         cid = cluster_id(dask_processes.address)
         await wait_for(cid, gpus_running("gpu-box", 0))
-        dask_processes.stop()
+        dask_processes.scheduler.kill()  # the scheduler vanishes; its worker is still up
         gone = await wait_for(cid, lambda s: s["status"] == "unreachable", timeout=30)
         assert dask_processes.address in gone["message"]
         # The last snapshot stays, for the sidebar to show dimmed.
