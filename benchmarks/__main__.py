@@ -1,5 +1,7 @@
 """``make bench``: run every ``benchmarks/bench_*.py`` and write ``benchmarks/results.md``.
 
+``python -m benchmarks bench_magic`` runs one module and only prints its table.
+
 Each module has ``run() -> list[dict]`` returning rows with ``benchmark``, ``taskcell_s``,
 ``baseline_s``, ``ratio`` and ``note``: taskcell against the raw Dask equivalent measured in
 the same run, on the same cluster. Figures are reported, never asserted.
@@ -7,9 +9,10 @@ the same run, on the same cluster. Figures are reported, never asserted.
 
 from __future__ import annotations
 
-import importlib
+import json
 import pathlib
 import platform
+import subprocess
 import sys
 import time
 
@@ -26,17 +29,27 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _run_alone(name: str) -> list[dict]:
+    """Run one benchmark module in a fresh interpreter, so no module's leftovers skew another's."""
+    code = f"import json, benchmarks.{name} as m; print('ROWS=' + json.dumps(m.run()))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=HERE.parent, capture_output=True, text=True, check=True
+    )
+    line = next(x for x in reversed(done.stdout.splitlines()) if x.startswith("ROWS="))
+    return json.loads(line.removeprefix("ROWS="))
+
+
 def main(argv: list[str]) -> int:
-    sys.path.insert(0, str(HERE.parent))
     names = argv or sorted(p.stem for p in HERE.glob("bench_*.py"))
     rows: list[dict] = []
     for name in names:
         started = time.monotonic()
-        module = importlib.import_module(f"benchmarks.{name}")
-        found = module.run()
+        found = _run_alone(name)
         print(f"{name}: {len(found)} rows in {time.monotonic() - started:.1f} s")
         print(_table(found))
         rows += found
+    if argv:
+        return 0  # a subset only prints; results.md always holds a whole run
     header = (
         "# Benchmarks\n\nWritten by `make bench` on "
         f"{time.strftime('%Y-%m-%d')} ({platform.machine()}, {platform.python_version()}). "
