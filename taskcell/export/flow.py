@@ -271,12 +271,10 @@ def _is_plain_value(node: ast.expr) -> bool:
 
 def _show_last_value(cell: Cell, code: str) -> str:
     """Print a driver cell's trailing plain value as the notebook showed it; drop it if silenced."""
-    tree = ast.parse(code)
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+    found = _trailing_plain_value(code)
+    if found is None:
         return code
-    last = tree.body[-1]
-    if not _whole_lines(tree)[-1] or not _is_plain_value(last.value):
-        return code
+    _, last = found
     lines = code.splitlines()
     start, end = last.lineno, last.end_lineno or last.lineno
     if cell.analysis.last_expr_silenced:
@@ -292,13 +290,22 @@ def _show_last_value(cell: Cell, code: str) -> str:
 
 def _drop_last_value(code: str) -> str:
     """A task body without a trailing plain value: it would only have been the cell's Out[]."""
+    found = _trailing_plain_value(code)
+    if found is None:
+        return code
+    tree, last = found
+    return _remove(code, tree, [last])
+
+
+def _trailing_plain_value(code: str) -> tuple[ast.Module, ast.Expr] | None:
+    """The cell's last statement when it is a plain value on lines of its own, with the tree."""
     tree = ast.parse(code)
     if not tree.body or not isinstance(tree.body[-1], ast.Expr):
-        return code
+        return None
     last = tree.body[-1]
     if not _whole_lines(tree)[-1] or not _is_plain_value(last.value):
-        return code
-    return _remove(code, tree, [last])
+        return None
+    return tree, last
 
 
 def _definitions(code: str, tree: ast.Module) -> dict[str, tuple[str, ...]]:
