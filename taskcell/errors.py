@@ -19,11 +19,18 @@ class LimitError(SpecError):
     """A well-formed request exceeds a platform's maxima (e.g. Latch's 126 cpus)."""
 
 
-class InfeasibleError(TaskcellError, RuntimeError):
+class _StatedError(TaskcellError):
+    """An error about the cluster, not the user's code: IPython shows its message alone."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class InfeasibleError(_StatedError, RuntimeError):
     """No live worker can ever meet a request; nothing was submitted."""
 
 
-class ClusterError(TaskcellError, RuntimeError):
+class ClusterError(_StatedError, RuntimeError):
     """The cluster cannot be reached, or a worker died under a task."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from typing import TYPE_CHECKING
 
 import dask.config
@@ -53,18 +54,22 @@ def _recorded(client: Client) -> Client:
     """Note the client's scheduler in the registry the Jupyter server reads (once)."""
     address = client.scheduler.address
     if address not in _registered:
-        registry.record(address)
         _registered.add(address)
+        try:
+            registry.record(address)
+        except OSError as e:  # the sidebar will not see this kernel; %%task works regardless
+            warnings.warn(f"taskcell: cannot record the cluster for JupyterLab: {e}", stacklevel=2)
     return client
 
 
 def use_address(address: str) -> Client:
     """Point taskcell at the scheduler at ``address`` (``%task_cluster tcp://...``)."""
-    global _chosen
+    global _chosen, _client, _embedded
     client = _connect(address)
-    if _chosen is not None:
-        _chosen.close()
-    _chosen = client
+    for previous in (_chosen, _client, _embedded):  # the embedded cluster frees the machine
+        if previous is not None:
+            previous.close()
+    _chosen, _client, _embedded = client, None, None
     return client
 
 

@@ -75,16 +75,19 @@ class TaskMagics(Magics):
             filename=f"<cell In[{count}]>",
         )
         out = Display(stream=print_stream, display=publish_display_data, status=_StatusLine())
-        return run_cell_task(
-            connect.current_client(),
-            source,
-            ns,
-            request,
-            name=parsed.name or f"cell-{count}",
-            history=self.history,
-            out=None if parsed.background else out,
-            retries=parsed.retries,
-        )
+        try:
+            return run_cell_task(
+                connect.current_client(),
+                source,
+                ns,
+                request,
+                name=parsed.name or f"cell-{count}",
+                history=self.history,
+                out=None if parsed.background else out,
+                retries=parsed.retries,
+            )
+        except SpecError as e:  # an input that cannot travel: raised before anything runs
+            raise UsageError(str(e)) from None
 
     task.__doc__ = PARSER.format_help()
 

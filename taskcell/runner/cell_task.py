@@ -17,19 +17,20 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import cloudpickle
 from dask.sizeof import sizeof
 
 from taskcell import config
 from taskcell.cluster.connect import live_workers
 from taskcell.cluster.submit import plan, unique_key
-from taskcell.errors import CellInterrupted, ClusterError
+from taskcell.errors import CellInterrupted, ClusterError, SpecError
 from taskcell.runner.analysis import analyze_cell
-from taskcell.runner.closure import function_globals
+from taskcell.runner.closure import function_globals, is_notebook_defined
 from taskcell.runner.history import TaskRecord
 from taskcell.runner.job import CellJob
 from taskcell.runner.remote import CellResult, interrupt_cell, run_cell
 from taskcell.runner.remote_value import RemoteValue
-from taskcell.spec import GPU, Resources, parse_quantity
+from taskcell.spec import Resources, parse_quantity
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -92,15 +93,19 @@ def submit_cell(
         line_offset=cell.line_offset,
         outputs=analysis.outputs,
         topic=f"taskcell-{key}",
-        gpus=_gpu_count(request),
+        gpus=_gpu_count(request, placement.resources),
         inputs=inline,
     )
     record = TaskRecord(key=key, cell=name, request=request, source=cell.body)
     events: queue.Queue = queue.Queue()
     client.subscribe_topic(job.topic, lambda event: events.put(event[1]))
-    future = client.submit(
-        run_cell, job, remote, key=key, resources=placement.resources or None, pure=False
-    )
+    try:
+        future = client.submit(
+            run_cell, job, remote, key=key, resources=placement.resources or None, pure=False
+        )
+    except Exception as e:
+        client.unsubscribe_topic(job.topic)
+        raise _unpicklable(inline, e) from None
     future.add_done_callback(lambda _: events.put({"kind": "ended"}))
     return Submission(
         future=future,
@@ -113,19 +118,25 @@ def submit_cell(
     )
 
 
-def _gpu_count(request: Resources) -> int:
-    """Whole GPUs the cell's process is given (MIG slices and other devices are not pinned)."""
-    gpu = request.gpu
-    return gpu.quantity if isinstance(gpu, GPU) and not gpu.partition else 0
+def _gpu_count(request: Resources, resources: dict[str, float]) -> int | None:
+    """Whole GPUs the cell's process is given: what ``GPU`` reserves (``gpu=2`` or
+    ``--resources GPU=2``); None where other accelerators (MIG, TPU) are asked for, which the
+    process then sees as the worker does."""
+    gpus = int(sum(v for k, v in resources.items() if k.casefold() == "gpu"))
+    return None if gpus == 0 and request.gpu is not None else gpus
 
 
 def _inputs(
     client: Client, names: tuple[str, ...], namespace: MutableMapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The cell's inputs: small ones to send inline, large or remote ones as futures."""
+    """The cell's inputs: small ones to send inline, large or remote ones as futures.
+
+    A function the notebook defined brings the notebook globals it reads along as inputs of
+    their own, and travels without them: the cell process binds it to the cell's namespace.
+    """
     wanted = [n for n in names if n in namespace]
     for n in list(wanted):
-        if _defined_in_notebook(namespace[n]):
+        if is_notebook_defined(namespace[n], namespace):
             wanted += sorted(function_globals(namespace[n], namespace) - set(wanted))
     inline: dict[str, Any] = {}
     remote: dict[str, Any] = {}
@@ -133,6 +144,8 @@ def _inputs(
         value = namespace[n]
         if isinstance(value, RemoteValue):
             remote[n] = value.future
+        elif isinstance(value, types.FunctionType) and value.__module__ == "__main__":
+            inline[n] = _detached(value)
         elif sizeof(value) > SCATTER_THRESHOLD:
             remote[n] = client.scatter(value, hash=False)
         else:
@@ -140,10 +153,27 @@ def _inputs(
     return inline, remote
 
 
-def _defined_in_notebook(value: Any) -> bool:
-    """A function or class the notebook defined: the globals it reads travel with it."""
-    is_code = isinstance(value, (types.FunctionType, type))
-    return is_code and getattr(value, "__module__", None) == "__main__"
+def _detached(func: types.FunctionType) -> types.FunctionType:
+    """``func`` with empty globals, so cloudpickle does not copy the globals it reads."""
+    clone = types.FunctionType(
+        func.__code__, {"__name__": "__main__"}, func.__name__, func.__defaults__, func.__closure__
+    )
+    clone.__kwdefaults__, clone.__qualname__ = func.__kwdefaults__, func.__qualname__
+    clone.__doc__, clone.__dict__ = func.__doc__, func.__dict__
+    return clone
+
+
+def _unpicklable(inputs: dict[str, Any], error: Exception) -> Exception:
+    """The error to show when submitting failed: naming the input that cannot travel, if any."""
+    for name, value in inputs.items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception as e:
+            return SpecError(
+                f"input {name!r} ({type(value).__name__}) cannot be sent to a worker: {e}. "
+                f"Create it inside the %%task cell instead."
+            )
+    return error
 
 
 def wait_for_cell(client: Client, sub: Submission, out: Display, retries: int = 0) -> CellResult:
@@ -208,6 +238,8 @@ def _status(client: Client, sub: Submission, waited: float, retries: int) -> str
         return _waiting_reason(sub, waited)
     worker = sub.attempts[-1]
     live = {w.address for w in live_workers(client)}
+    if worker not in live:  # the cached view may predate the worker: ask again before judging
+        live = {w.address for w in live_workers(client, refresh=True)}
     dead = sub.attempts[:-1] + ([worker] if worker not in live else [])
     if len(dead) > retries:
         raise ClusterError(
@@ -234,10 +266,12 @@ def _where(sub: Submission) -> str:
 
 def _result(client: Client, sub: Submission, out: Display) -> CellResult:
     if sub.future.status == "cancelled":
+        sub.record.finish("interrupted")
         raise CellInterrupted("the cell's task was cancelled")
     try:
-        if sub.sizes is not None and max(sub.sizes.values(), default=0) > _threshold():
-            result = _split_large(client, sub)
+        threshold = _threshold()
+        if sub.sizes is not None and max(sub.sizes.values(), default=0) > threshold:
+            result = _split_large(client, sub, threshold)
         else:
             result = sub.future.result()
     except BaseException:
@@ -253,9 +287,9 @@ def _threshold() -> int:
     return parse_quantity(config.get("result-threshold"), "taskcell.result-threshold")
 
 
-def _split_large(client: Client, sub: Submission) -> CellResult:
+def _split_large(client: Client, sub: Submission, threshold: int) -> CellResult:
     """Fetch the small outputs; leave each large one on the worker behind a handle."""
-    large = {n for n, size in sub.sizes.items() if size > _threshold()}
+    large = {n for n, size in sub.sizes.items() if size > threshold}
     small = client.submit(_without, sub.future, large, pure=False).result()
     for n in large:
         future = client.submit(_pick, sub.future, n, pure=False)

@@ -24,6 +24,8 @@ import socket
 import sys
 import time
 import traceback
+import types
+from collections.abc import Iterator
 from typing import Any
 
 from taskcell.runner.gpu_usage import gpu_peak
@@ -45,8 +47,30 @@ class _Stream(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if text:
-            self._channel.send(("stream", self.name, text))
+            _send(self._channel, ("stream", self.name, text))
         return len(text)
+
+
+def _send(channel: Channel, message: tuple) -> None:
+    """Send with SIGINT held back: an interrupt must not cut a message in half. One that
+    arrives meanwhile is delivered, into the cell's code, as soon as the message is out."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        channel.send(message)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Let SIGINT in while the cell's own code runs, and only then; a stale one is dropped."""
+    if signal.SIGINT in signal.sigpending():
+        signal.sigwait({signal.SIGINT})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 def _display_function(channel: Channel):
@@ -57,7 +81,7 @@ def _display_function(channel: Channel):
         formatter = DisplayFormatter()
         for obj in objs:
             data, metadata = formatter.format(obj)
-            channel.send(("display", {"data": data, "metadata": metadata}))
+            _send(channel, ("display", {"data": data, "metadata": metadata}))
 
     return display
 
@@ -94,10 +118,34 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _adopt(namespace: dict[str, Any], inputs: dict[str, Any]) -> None:
+    """Make the notebook's functions and methods read the cell's namespace as their globals,
+    as they read the notebook's at home (cloudpickle gave each a private copy, or none)."""
+
+    def rebound(f: Any) -> Any:
+        if not isinstance(f, types.FunctionType) or f.__module__ != "__main__":
+            return f
+        clone = types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
+        clone.__kwdefaults__, clone.__qualname__ = f.__kwdefaults__, f.__qualname__
+        clone.__doc__, clone.__dict__ = f.__doc__, f.__dict__
+        return clone
+
+    for name, value in inputs.items():
+        if isinstance(value, type) and value.__module__ == "__main__":
+            for attr, member in list(vars(value).items()):
+                if isinstance(member, (staticmethod, classmethod)):
+                    setattr(value, attr, type(member)(rebound(member.__func__)))
+                elif isinstance(member, types.FunctionType):
+                    setattr(value, attr, rebound(member))
+        else:
+            namespace[name] = rebound(value)
+
+
 def run(job: CellJob, channel: Channel) -> tuple:
     """Execute one cell; the reply tuple described in the module docstring."""
     namespace: dict[str, Any] = {"__name__": "__main__", "display": _display_function(channel)}
     namespace.update(job.inputs)
+    _adopt(namespace, job.inputs)
     _peak_rss_reset()
     gpu = gpu_peak()
     gpu.start()
@@ -106,8 +154,9 @@ def run(job: CellJob, channel: Channel) -> tuple:
     sys.stdout, sys.stderr = _Stream(channel, "stdout"), _Stream(channel, "stderr")
     try:
         body, last = _compile(job)
-        exec(body, namespace)
-        value = eval(last, namespace) if last is not None else None
+        with _interruptible():
+            exec(body, namespace)
+            value = eval(last, namespace) if last is not None else None
     except KeyboardInterrupt:
         return ("interrupted",)
     except BaseException as e:

@@ -28,7 +28,8 @@ def _global_reads(code: types.CodeType) -> set[str]:
     return names
 
 
-def _is_notebook_defined(obj: object, namespace: Mapping[str, Any]) -> bool:
+def is_notebook_defined(obj: object, namespace: Mapping[str, Any]) -> bool:
+    """A function or class the notebook defined (also behind ``__wrapped__``)."""
     obj = getattr(obj, "__wrapped__", obj)
     if isinstance(obj, types.FunctionType):
         return obj.__module__ == "__main__" or obj.__globals__ is namespace
@@ -112,13 +113,13 @@ def function_globals(func: types.FunctionType, namespace: Mapping[str, Any]) -> 
             continue
         seen.add(id(obj))
         codes, more = _referents(obj)
-        stack.extend(o for o in more if _is_notebook_defined(o, namespace))
+        stack.extend(o for o in more if is_notebook_defined(o, namespace))
         for code in codes:
             for name in _global_reads(code):
                 if name not in namespace:
                     continue
                 found.add(name)
                 value = namespace[name]
-                if _is_notebook_defined(value, namespace):
+                if is_notebook_defined(value, namespace):
                     stack.append(value)
     return frozenset(found)

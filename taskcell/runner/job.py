@@ -38,5 +38,6 @@ class CellJob:
     line_offset: int
     outputs: tuple[str, ...]
     topic: str
-    gpus: int = 0
+    #: Whole GPUs to pin (0: none visible); None: the worker's own devices (MIG, TPU, ...).
+    gpus: int | None = 0
     inputs: dict[str, Any] = field(default_factory=dict)

@@ -16,15 +16,18 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from taskcell.errors import CellInterrupted, ClusterError
 from taskcell.runner.wire import Channel
 
 
 class CellProcess:
     """One ``taskcell.runner.child`` process and the socket to it."""
 
-    def __init__(self, visible_devices: str, environ: Mapping[str, str]) -> None:
+    def __init__(self, visible_devices: str | None, environ: Mapping[str, str]) -> None:
         ours, theirs = socket.socketpair()
-        env = {**os.environ, **environ, "CUDA_VISIBLE_DEVICES": visible_devices}
+        env = {**os.environ, **environ}
+        if visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = visible_devices
         self.visible_devices = visible_devices
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "taskcell.runner.child", str(theirs.fileno())],
@@ -58,47 +61,71 @@ class CellProcess:
 class CellProcesses:
     """The worker's pool of idle cell processes, its free GPUs and the cells now running."""
 
-    def __init__(self, devices: list[str], environ: Mapping[str, str]) -> None:
+    def __init__(self, devices: list[str], environ: Mapping[str, str], max_idle: int) -> None:
         self._environ = dict(environ)
+        self._max_idle = max_idle
         self._lock = threading.Lock()
         self._idle: list[CellProcess] = []
         self._free_devices = list(devices)
-        self.running: dict[str, CellProcess] = {}
+        self._interrupted: set[str] = set()
+        self.running: dict[str, CellProcess | None] = {}
 
     @contextmanager
-    def checkout(self, key: str, gpus: int) -> Iterator[CellProcess]:
-        """A process for the cell ``key`` that sees only the ``gpus`` devices it is given."""
+    def checkout(self, key: str, gpus: int | None) -> Iterator[CellProcess]:
+        """A process for the cell ``key`` that sees exactly ``gpus`` of the worker's GPUs
+        (``None``: the worker's own devices, for MIG slices and other accelerators)."""
         with self._lock:
-            devices, self._free_devices = self._free_devices[:gpus], self._free_devices[gpus:]
-            visible = ",".join(devices)
-            matching = [p for p in self._idle if p.visible_devices == visible]
-            process = matching[0] if matching else None
+            if key in self._interrupted:
+                self._interrupted.discard(key)
+                raise CellInterrupted("the cell was interrupted before it started")
+            wanted = gpus or 0
+            if wanted > len(self._free_devices):
+                raise ClusterError(
+                    f"the cell asks for {wanted} GPUs but this worker has "
+                    f"{len(self._free_devices)} free: {self._free_devices}"
+                )
+            devices, self._free_devices = self._free_devices[:wanted], self._free_devices[wanted:]
+            visible = None if gpus is None else ",".join(devices)
+            process = next(
+                (p for p in self._idle if p.visible_devices == visible and p.alive()), None
+            )
             if process is not None:
                 self._idle.remove(process)
-        process = process or CellProcess(visible, self._environ)
-        self.running[key] = process
+            self.running[key] = None  # an interrupt from now on is not lost
         try:
+            process = process or CellProcess(visible, self._environ)
+            self.running[key] = process
+            if key in self._interrupted:
+                raise CellInterrupted("the cell was interrupted before it started")
             yield process
         finally:
-            del self.running[key]
             with self._lock:
+                self.running.pop(key, None)
+                self._interrupted.discard(key)
                 self._free_devices.extend(devices)
-                if process.alive():
+                # A GPU cell's process holds its CUDA context: it is not kept.
+                keep = process is not None and process.alive() and not devices
+                if keep and len(self._idle) < self._max_idle:
                     self._idle.append(process)
-                else:
+                elif process is not None:
                     process.close()
 
     def interrupt(self, key: str) -> bool:
         """Send SIGINT to the process running ``key``; False when it runs nowhere here."""
-        process = self.running.get(key)
-        if process is None:
-            return False
-        process.interrupt()
+        with self._lock:
+            if key not in self.running:
+                return False
+            process = self.running[key]
+            if process is None:
+                self._interrupted.add(key)
+        if process is not None:
+            process.interrupt()
         return True
 
     def close(self) -> None:
+        """Stop every cell process (the worker is closing)."""
         with self._lock:
-            for process in self._idle + list(self.running.values()):
+            for process in self._idle + [p for p in self.running.values() if p]:
                 process.close()
             self._idle.clear()
 

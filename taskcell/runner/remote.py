@@ -40,7 +40,9 @@ def _pool() -> CellProcesses:
         if _processes is None:
             worker = get_worker()
             gpus = sum(v for k, v in worker.state.total_resources.items() if k.casefold() == "gpu")
-            _processes = CellProcesses(worker_devices(gpus), _worker_environ(worker))
+            _processes = CellProcesses(
+                worker_devices(gpus), _worker_environ(worker), max_idle=worker.state.nthreads
+            )
     return _processes
 
 
@@ -60,8 +62,14 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
         job = dataclasses.replace(job, inputs={**job.inputs, **remote_inputs})
     worker.log_event(job.topic, {"kind": "started", "worker": worker.address})
     with _pool().checkout(job.key, job.gpus) as process:
-        process.send(job)
-        reply = _forward_until_reply(process, job, worker)
+        try:
+            process.send(job)
+            reply = _forward_until_reply(process, job, worker)
+        except (EOFError, OSError):
+            code = process.proc.wait()
+            raise ClusterError(
+                f"the process running the cell on {worker.address} died (exit code {code})"
+            ) from None
     if reply[0] == "error":
         raise CellError(reply[1], reply[2])
     if reply[0] == "interrupted":
@@ -74,13 +82,7 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
 
 def _forward_until_reply(process, job: CellJob, worker) -> tuple:
     while True:
-        try:
-            message = process.receive()
-        except EOFError:
-            code = process.proc.wait()
-            raise ClusterError(
-                f"the process running the cell on {worker.address} died (exit code {code})"
-            ) from None
+        message = process.receive()
         if message[0] == "stream":
             worker.log_event(job.topic, {"kind": "stream", "name": message[1], "text": message[2]})
         elif message[0] == "display":

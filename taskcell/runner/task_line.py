@@ -57,7 +57,7 @@ def _parser() -> _Parser:
         help="any other Dask abstract resource, as `dask worker --resources` takes it",
     )
     p.add_argument("--env", metavar="NAME", help="a named environment defined with %%task_env")
-    p.add_argument("--name", help="the task's name (default: the cell's first output)")
+    p.add_argument("--name", help="the task's name in %%tasks (default: cell-N, N its count)")
     p.add_argument("--bg", action="store_true", help="return at once with a handle")
     p.add_argument("--retries", type=int, default=0, metavar="N", help="reruns if a worker dies")
     return p

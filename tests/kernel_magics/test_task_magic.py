@@ -265,3 +265,35 @@ def test_tasks_shows_hints_and_panel_opens(gpu_kernel):
     assert "'hint'" in out.stdout and "'cores_used'" in out.stdout
     panel = gpu_kernel.run("p = %task_panel\nprint(type(p).__name__)\np.close()")
     assert panel.status == "ok", panel.error_text
+
+
+def test_notebook_functions_read_the_cells_own_globals(gpu_kernel):
+    gpu_kernel.run(
+        cell("""
+        factor = 2
+        def times(x):
+            return x * factor
+        class Scaler:
+            def apply(self, x):
+                return x * factor
+    """)
+    )
+    out = gpu_kernel.run("%%task\nfactor = 3\nscaled = (times(2), Scaler().apply(2))")
+    assert out.status == "ok", out.error_text
+    assert gpu_kernel.value("scaled") == (6, 6)  # as in a normal cell, not the old factor
+
+
+def test_gpus_reserved_through_resources_are_visible(gpu_kernel):
+    out = gpu_kernel.run(
+        "%%task --resources GPU=1\nimport os\nvia_extra = os.environ['CUDA_VISIBLE_DEVICES']"
+    )
+    assert out.status == "ok", out.error_text
+    assert gpu_kernel.value("via_extra") in ("0", "1")
+
+
+def test_an_input_that_cannot_travel_is_named_and_nothing_runs(gpu_kernel):
+    gpu_kernel.run("import threading\nguard = threading.Lock()\ntouched = False")
+    out = gpu_kernel.run("%%task\ntouched = True\nheld = guard")
+    assert "UsageError" in out.stderr
+    assert "input 'guard' (lock) cannot be sent to a worker" in out.stderr
+    assert gpu_kernel.value("touched") is False
