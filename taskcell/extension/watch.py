@@ -174,6 +174,7 @@ class ClusterWatch:
 
         if self._status != "unreachable":
             self._set("connecting")
+        client = None
         try:
             client = Client(
                 self.address,
@@ -184,9 +185,21 @@ class ClusterWatch:
             )
             await client
         except (OSError, asyncio.TimeoutError) as e:
+            await self._discard(client)
             self._set("unreachable", f"cannot reach the scheduler at {self.address}: {e}")
             return None
+        except Exception as e:  # e.g. a malformed address: a state the sidebar shows
+            await self._discard(client)
+            self._set("error", f"cannot connect to the scheduler at {self.address}: {e!r}")
+            return None
         return client
+
+    @staticmethod
+    async def _discard(client: Client | None) -> None:
+        """Close a client that never finished connecting (it would retry on its own)."""
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
 
     async def _follow(self, client: Client) -> None:
         try:
