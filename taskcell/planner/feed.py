@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from taskcell.planner import plugin as _plugin
 from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, WorkerSnapshot
+from taskcell.planner.suggestion import show_amount
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,14 +97,6 @@ def _name(key: str, name: str | None) -> str:
     return _plugin.task_name(key, key_split(key))
 
 
-def _show(resource: str, amount: float) -> str:
-    if resource.casefold() in ("memory", "disk", "shm"):
-        from dask.utils import format_bytes
-
-        return format_bytes(int(amount))
-    return f"{amount:g}"
-
-
 def assigned_reason(request: dict, worker: WorkerSnapshot) -> str:
     """What a task assigned to ``worker`` waits for there, from the worker's amounts."""
     uses = {u["resource"]: u for u in worker["resources"]}
@@ -114,8 +107,8 @@ def assigned_reason(request: dict, worker: WorkerSnapshot) -> str:
         running = use["running"] if use else 0.0
         if amount > total - running:
             held.append(
-                f"{resource}={_show(resource, amount)} ({_show(resource, running)} of "
-                f"{_show(resource, total)} held by running tasks)"
+                f"{resource}={show_amount(resource, amount)} ({show_amount(resource, running)} of "
+                f"{show_amount(resource, total)} held by running tasks)"
             )
     if held:
         return "waiting on this worker for " + "; ".join(held)

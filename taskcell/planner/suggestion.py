@@ -206,7 +206,8 @@ def capacities(snap: Snapshot) -> list[WorkerCapacity]:
     ]
 
 
-def _show(resource: str, amount: float) -> str:
+def show_amount(resource: str, amount: float) -> str:
+    """An amount as people read it: bytes (``MEMORY``, ``disk``, ...) in KiB..PiB, else a number."""
     if resource.upper() in names.BYTE_RESOURCES or resource == "memory limit":
         return show_bytes(amount)
     return f"{amount:g}"
@@ -220,8 +221,8 @@ def verdicts(request: Resources, workers: Sequence[WorkerCapacity]) -> tuple[Wor
         lacks = shortfalls(request, resources, w)
         reason = (
             "; ".join(
-                f"lacks {s.resource}: asks {_show(s.resource, s.asked)}, "
-                f"has {_show(s.resource, s.has)}"
+                f"lacks {s.resource}: asks {show_amount(s.resource, s.asked)}, "
+                f"has {show_amount(s.resource, s.has)}"
                 for s in lacks
             )
             if lacks

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, WorkerSnapshot
+from taskcell.planner.suggestion import show_amount
 
 #: A group with more workers than this folds its idle ones into one row.
 IDLE_ROWS = 8
@@ -27,7 +28,6 @@ RUNNING = "#2f7ed8"
 ASSIGNED = "#f28f43"
 TRACK = "rgba(127,127,127,0.22)"
 _HATCH = f"repeating-linear-gradient(135deg,{ASSIGNED} 0 3px,transparent 3px 6px)"
-_BYTES = frozenset({"memory", "disk", "shm"})
 
 #: The styles every fragment carries (an ipywidgets HTML has no stylesheet of its own). The
 #: ``tcw-`` prefix keeps them apart from the lab extension's ``jp-taskcell-`` classes.
@@ -54,15 +54,7 @@ STYLE = (
 esc = html.escape
 
 
-def amount(resource: str, value: float) -> str:
-    """An amount as people read it: bytes in KiB..TiB, counts as numbers."""
-    if resource.casefold() in _BYTES:
-        v = float(value)
-        for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-            if abs(v) < 1024 or unit == "PiB":
-                return f"{v:.0f} {unit}" if unit == "B" or v >= 100 else f"{v:.3g} {unit}"
-            v /= 1024
-    return f"{value:g}"
+amount = show_amount
 
 
 def duration(seconds: float) -> str:
