@@ -16,7 +16,7 @@ from __future__ import annotations
 from taskcell.export.codegen import docstring, indent
 from taskcell.export.flow import Namer, TaskStep, Workflow
 from taskcell.export.render import ImportBlock, driver_body, task_function
-from taskcell.spec import FIELDS, Resources
+from taskcell.spec import FIELDS, Expression, Resources
 
 __all__ = ["render_dask"]
 
@@ -40,18 +40,9 @@ def _request_code(step: TaskStep, imports: ImportBlock, relative: bool) -> str |
     template = imports.name("taskcell.spec", "ResourceTemplate", "taskcell")
     dynamic = []
     for name, text in request.dynamic.items():
-        params = [p for p in step.params if _reads(text, p)]
+        params = [p for p in step.params if p in Expression(text).names]
         dynamic.append(f"{name}=lambda {', '.join(params)}: {text.strip()}")
     return f"{template}({', '.join(filter(None, [fixed, *dynamic]))})"
-
-
-def _reads(expression: str, name: str) -> bool:
-    import ast
-
-    return any(
-        isinstance(node, ast.Name) and node.id == name
-        for node in ast.walk(ast.parse(expression.strip(), mode="eval"))
-    )
 
 
 def _decorator(step: TaskStep, imports: ImportBlock, environments: dict) -> str:

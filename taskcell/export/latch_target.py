@@ -30,7 +30,7 @@ from taskcell.export.codegen import docstring, indent
 from taskcell.export.flow import Namer, TaskStep, Workflow
 from taskcell.export.notebook import ExportError
 from taskcell.export.render import ImportBlock, driver_body, task_function
-from taskcell.spec import BUILTIN_PRESETS, GPU, LATCH, Resources, check_limits
+from taskcell.spec import BUILTIN_PRESETS, GPU, LATCH, Expression, Resources, check_limits
 
 __all__ = ["latch_decorator", "render_latch"]
 
@@ -158,7 +158,7 @@ def latch_decorator(step: TaskStep, notes: list[str]) -> tuple[str, list[str], l
         argument = "storage_gib" if field == "disk" else field
         function = f"{'allocate_storage' if field == 'disk' else 'allocate_' + field}"
         function = f"{function}_for_{step.function}"
-        params = [p for p in step.params if _reads(expression, p)]
+        params = [p for p in step.params if p in Expression(expression).names]
         if field == "cpu":
             value = f"math.ceil(parse_cpu({expression.strip()}))"
         else:
@@ -174,15 +174,6 @@ def latch_decorator(step: TaskStep, notes: list[str]) -> tuple[str, list[str], l
     call = f"custom_task({', '.join(f'{k}={v}' for k, v in arguments.items())}"
     call += "".join(f", {option}" for option in options) + ")"
     return call, ["custom_task"], functions
-
-
-def _reads(expression: str, name: str) -> bool:
-    import ast
-
-    return any(
-        isinstance(node, ast.Name) and node.id == name
-        for node in ast.walk(ast.parse(expression.strip(), mode="eval"))
-    )
 
 
 def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
