@@ -29,7 +29,7 @@ from tornado import web
 from taskcell.cluster import registry
 from taskcell.extension import planning
 from taskcell.extension.clusters import configured_addresses, discover
-from taskcell.extension.payloads import ClusterInfo, ClusterList
+from taskcell.extension.payloads import ClusterInfo, ClusterList, ErrorBody
 
 if TYPE_CHECKING:
     from taskcell.extension.app import TaskcellExtension
@@ -79,7 +79,8 @@ class TaskcellHandler(APIHandler):
         message = error.get_message() or responses.get(status_code, "Unknown HTTP Error")
         self.set_header("Content-Type", "application/json")
         self.log.warning("wrote error: %r", message)
-        self.finish(json.dumps({"message": message, "reason": error.reason}))
+        body: ErrorBody = {"message": message, "reason": error.reason}
+        self.finish(json.dumps(body))
 
     def body(self) -> dict[str, Any]:
         """The request's JSON object, or a 400 that says what is wrong with it."""

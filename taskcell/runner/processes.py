@@ -3,6 +3,9 @@
 Dask counts a worker's ``GPU`` resource but never says which GPU a task gets. Here each GPU
 task takes specific devices from the worker's own (its ``CUDA_VISIBLE_DEVICES``, or ``0..n-1``
 for a worker advertising ``GPU=n``), and runs in a process started with exactly those visible.
+A cell process ends when its worker does: it reads the end of its socket and exits, and the
+kernel kills it if the thread that started it goes (``PR_SET_PDEATHSIG``); a dead idle process
+is never handed out again.
 """
 
 from __future__ import annotations
@@ -121,13 +124,6 @@ class CellProcesses:
         if process is not None:
             process.interrupt()
         return True
-
-    def close(self) -> None:
-        """Stop every cell process (the worker is closing)."""
-        with self._lock:
-            for process in self._idle + [p for p in self.running.values() if p]:
-                process.close()
-            self._idle.clear()
 
 
 def worker_devices(gpu_count: float) -> list[str]:
