@@ -297,3 +297,15 @@ def test_an_input_that_cannot_travel_is_named_and_nothing_runs(gpu_kernel):
     assert "UsageError" in out.stderr
     assert "input 'guard' (lock) cannot be sent to a worker" in out.stderr
     assert gpu_kernel.value("touched") is False
+
+
+def test_a_queued_cell_says_what_it_waits_for_then_where_it_runs(gpu_kernel):
+    hold = gpu_kernel.run("%%task --gpu 2 --bg\nimport time\ntime.sleep(4)\nheld_both = True")
+    assert hold.status == "ok", hold.error_text
+    out = gpu_kernel.run("%%task --gpu 2\nafter = True", timeout=60)
+    assert out.status == "ok", out.error_text
+    statuses = [d.get("text/plain", "") for d in out.displays]
+    assert any(
+        "waiting" in s and "GPU=2" in s and "1 capable worker, all busy" in s for s in statuses
+    )
+    assert "ran on tcp://127.0.0.1" in statuses[-1]
