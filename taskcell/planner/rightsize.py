@@ -11,6 +11,7 @@ when present, ``source``), as :class:`~taskcell.runner.history.TaskRecord` has t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,17 +49,7 @@ class Hint:
     line: str | None
 
     def to_dict(self) -> HintInfo:
-        return HintInfo(
-            key=self.key,
-            cell=self.cell,
-            kind=self.kind,
-            resource=self.resource,
-            requested=self.requested,
-            used=self.used,
-            message=self.message,
-            preset=self.preset,
-            line=self.line,
-        )
+        return HintInfo(**dataclasses.asdict(self))  # type: ignore[typeddict-item]
 
     def __str__(self) -> str:
         return self.message + (f" Next time: {self.line}" if self.line else "")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from . import test_sidebar
-from .test_sidebar import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, REPO
+from .browser import ARTIFACTS, CHROMIUM, REPO, lab_page
 
 pytestmark = pytest.mark.slow
 
@@ -44,89 +44,66 @@ def wait_for_file(path: Path, contains: str, timeout: float = 30) -> str:
 def test_the_palette_command_and_the_toolbar_button_write_and_open_the_module(tmp_path, lab):
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
-    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     root = tmp_path / "notebooks"
     shutil.copy(DEMO, root / DEMO.name)
     module = root / "04-export.py"
-    ARTIFACTS.mkdir(exist_ok=True)
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1400, "height": 900},
+    with lab_page(lab, tmp_path / "chromium-profile", DEMO.name, "e2e-export-failure.png") as page:
+        button = page.locator(".jp-NotebookPanel-toolbar .jp-taskcell-export-button")
+        expect(button, "the lab extension is not installed or not loaded").to_be_visible(
+            timeout=45_000
         )
-        page = browser.pages[0] if browser.pages else browser.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        try:
-            page.goto(f"{lab.url}/lab/tree/{DEMO.name}?token={lab.token}")
-            button = page.locator(".jp-NotebookPanel-toolbar .jp-taskcell-export-button")
-            expect(button, "the lab extension is not installed or not loaded").to_be_visible(
-                timeout=45_000
-            )
 
-            # An edit the browser has not saved: the export must include it.
-            # The notebook renders only the cells in view: edit one near the top.
-            cell = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell", has_text="import statistics")
-            cell.locator(".cm-content").click()
-            page.keyboard.press("Control+End")
-            page.keyboard.type(f"\n{EDIT}")
-            expect(page.locator(".jp-mod-dirty")).not_to_have_count(0)
-            assert not module.exists()
-            page.screenshot(path=str(ARTIFACTS / "e2e-export-notebook.png"))
+        # An edit the browser has not saved: the export must include it.
+        # The notebook renders only the cells in view: edit one near the top.
+        cell = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell", has_text="import statistics")
+        cell.locator(".cm-content").click()
+        page.keyboard.press("Control+End")
+        page.keyboard.type(f"\n{EDIT}")
+        expect(page.locator(".jp-mod-dirty")).not_to_have_count(0)
+        assert not module.exists()
+        page.screenshot(path=str(ARTIFACTS / "e2e-export-notebook.png"))
 
-            page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^View$")).click()
-            page.locator(".lm-Menu-itemLabel", has_text="Activate Command Palette").click()
-            palette = page.locator("#modal-command-palette")
-            palette.locator(".lm-CommandPalette-input").fill("Export notebook to workflow")
-            item = palette.locator(".lm-CommandPalette-item")
-            expect(item).to_have_count(1)
-            expect(item.locator(".lm-CommandPalette-itemLabel")).to_have_text(
-                "Export notebook to workflow module"
-            )
-            item.click()
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^View$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text="Activate Command Palette").click()
+        palette = page.locator("#modal-command-palette")
+        palette.locator(".lm-CommandPalette-input").fill("Export notebook to workflow")
+        item = palette.locator(".lm-CommandPalette-item")
+        expect(item).to_have_count(1)
+        expect(item.locator(".lm-CommandPalette-itemLabel")).to_have_text(
+            "Export notebook to workflow module"
+        )
+        item.click()
 
-            text = wait_for_file(module, EDIT)
-            compile(text, str(module), "exec")
-            assert "def main(" in text
-            tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="04-export.py")
-            expect(tab).to_have_count(1, timeout=15_000)
-            expect(tab).to_have_class(re.compile(r"\blm-mod-current\b"))
-            editor = page.locator(".jp-FileEditor:visible .cm-content")
-            expect(editor).to_contain_text("import", timeout=15_000)
-            expect(page.get_by_text("Exported the workflow module 04-export.py")).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "e2e-export-palette.png"))
+        text = wait_for_file(module, EDIT)
+        compile(text, str(module), "exec")
+        assert "def main(" in text
+        tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="04-export.py")
+        expect(tab).to_have_count(1, timeout=15_000)
+        expect(tab).to_have_class(re.compile(r"\blm-mod-current\b"))
+        editor = page.locator(".jp-FileEditor:visible .cm-content")
+        expect(editor).to_contain_text("import", timeout=15_000)
+        expect(page.get_by_text("Exported the workflow module 04-export.py")).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "e2e-export-palette.png"))
 
-            # The toolbar button, after retitling the notebook in the browser (its title is the
-            # module's docstring): saved, exported, and the module's tab reloaded.
-            expect(editor).to_contain_text(TITLE)
-            page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=DEMO.name).click()
-            heading = page.locator(".jp-MarkdownCell").first
-            heading.dblclick()
-            heading.locator(".cm-content").click()
-            page.keyboard.press("Control+Home")
-            page.keyboard.press("End")
-            page.keyboard.type(RETITLED_SUFFIX)
-            expect(heading.locator(".cm-content")).to_contain_text(RETITLED)
-            page.keyboard.press("Escape")
-            button.click()
-            wait_for_file(module, RETITLED)
-            expect(tab).to_have_count(1)
-            expect(tab).to_have_class(re.compile(r"\blm-mod-current\b"), timeout=15_000)
-            expect(editor).to_contain_text(RETITLED)
-            expect(page.locator(".jp-Dialog")).to_have_count(0)
-            page.screenshot(path=str(ARTIFACTS / "e2e-export-toolbar.png"))
-        except (AssertionError, PlaywrightTimeoutError) as e:
-            page.screenshot(path=str(ARTIFACTS / "e2e-export-failure.png"))
-            log = lab.log.read_text()[-3000:]
-            raise AssertionError(
-                f"{e}\npage errors: {errors}\n--- jupyter lab log ---\n{log}"
-            ) from None
-        finally:
-            browser.close()
-    assert not errors, errors
+        # The toolbar button, after retitling the notebook in the browser (its title is the
+        # module's docstring): saved, exported, and the module's tab reloaded.
+        expect(editor).to_contain_text(TITLE)
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=DEMO.name).click()
+        heading = page.locator(".jp-MarkdownCell").first
+        heading.dblclick()
+        heading.locator(".cm-content").click()
+        page.keyboard.press("Control+Home")
+        page.keyboard.press("End")
+        page.keyboard.type(RETITLED_SUFFIX)
+        expect(heading.locator(".cm-content")).to_contain_text(RETITLED)
+        page.keyboard.press("Escape")
+        button.click()
+        wait_for_file(module, RETITLED)
+        expect(tab).to_have_count(1)
+        expect(tab).to_have_class(re.compile(r"\blm-mod-current\b"), timeout=15_000)
+        expect(editor).to_contain_text(RETITLED)
+        expect(page.locator(".jp-Dialog")).to_have_count(0)
+        page.screenshot(path=str(ARTIFACTS / "e2e-export-toolbar.png"))

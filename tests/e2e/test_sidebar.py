@@ -27,20 +27,11 @@ from pathlib import Path
 
 import pytest
 
+from .browser import ARTIFACTS, CHROMIUM, REPO, lab_page
+
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "demo_notebooks" / "02-task-magic.ipynb"
-ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TASK_SECONDS = 60
 RELEASE = "taskcell-e2e-release"
 
@@ -177,7 +168,7 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
     from distributed import Client, Event
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     status, body = lab.get("taskcell/api/clusters")
     assert status == 200, (
@@ -185,83 +176,59 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
     )
     assert json.loads(body) == {"clusters": []}
     name = demo_copy(tmp_path / "notebooks", gpu_cluster.address)
-    ARTIFACTS.mkdir(exist_ok=True)
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1400, "height": 900},
+    with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-failure.png") as page:
+        # The kernel has started and connected ("No Kernel | Initializing" until then).
+        expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle$"))).to_be_visible(
+            timeout=45_000
         )
-        page = browser.pages[0] if browser.pages else browser.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        try:
-            page.goto(f"{lab.url}/lab/tree/{name}?token={lab.token}")
-            # The kernel has started and connected ("No Kernel | Initializing" until then).
-            expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle$"))).to_be_visible(
-                timeout=45_000
-            )
 
-            tab = page.locator(".lm-TabBar-tab[data-id='taskcell-resources']")
-            expect(tab, "the lab extension is not installed or not loaded").to_be_visible()
-            tab.click()
-            sidebar = page.locator("#taskcell-resources")
-            expect(sidebar).to_be_visible()
-            expect(sidebar.locator(".jp-taskcell-message-empty")).to_contain_text("No cluster yet")
+        tab = page.locator(".lm-TabBar-tab[data-id='taskcell-resources']")
+        expect(tab, "the lab extension is not installed or not loaded").to_be_visible()
+        tab.click()
+        sidebar = page.locator("#taskcell-resources")
+        expect(sidebar).to_be_visible()
+        expect(sidebar.locator(".jp-taskcell-message-empty")).to_contain_text("No cluster yet")
 
-            # Run %load_ext and %task_cluster as a user does, Shift+Enter each: the kernel
-            # records its cluster, and the sidebar follows the notebook's cluster.
-            cells = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell")
-            cells.nth(0).locator(".jp-InputArea-editor").click()
-            page.keyboard.press("Shift+Enter")
-            page.keyboard.press("Shift+Enter")
-            gpu = sidebar.locator(".jp-taskcell-worker[data-name='gpu-box']").locator(
-                ".jp-taskcell-resource[data-resource='GPU']"
-            )
-            expect(gpu).to_have_attribute("data-running", "0", timeout=30_000)
-            expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
+        # Run %load_ext and %task_cluster as a user does, Shift+Enter each: the kernel
+        # records its cluster, and the sidebar follows the notebook's cluster.
+        cells = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell")
+        cells.nth(0).locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        page.keyboard.press("Shift+Enter")
+        gpu = sidebar.locator(".jp-taskcell-worker[data-name='gpu-box']").locator(
+            ".jp-taskcell-resource[data-resource='GPU']"
+        )
+        expect(gpu).to_have_attribute("data-running", "0", timeout=30_000)
+        expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
 
-            # The GPU cell, in the background.
-            page.keyboard.press("Shift+Enter")
-            expect(gpu).to_have_attribute("data-running", "1", timeout=30_000)
-            expect(gpu).to_have_attribute("data-total", "2")
-            expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("1 of 2 GPU in use")
-            expect(sidebar.locator(".jp-taskcell-task-running")).to_contain_text("gpu-sleep")
-            expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute(
-                "data-status", "connected"
-            )
-            selected = sidebar.locator(".jp-taskcell-cluster-select option:checked")
-            expect(selected).to_have_text(f"{name} ({gpu_cluster.address})")
-            page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-busy.png"))
+        # The GPU cell, in the background.
+        page.keyboard.press("Shift+Enter")
+        expect(gpu).to_have_attribute("data-running", "1", timeout=30_000)
+        expect(gpu).to_have_attribute("data-total", "2")
+        expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("1 of 2 GPU in use")
+        expect(sidebar.locator(".jp-taskcell-task-running")).to_contain_text("gpu-sleep")
+        expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute("data-status", "connected")
+        selected = sidebar.locator(".jp-taskcell-cluster-select option:checked")
+        expect(selected).to_have_text(f"{name} ({gpu_cluster.address})")
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-busy.png"))
 
-            with Client(gpu_cluster.address, timeout=10) as client:
-                Event(RELEASE, client=client).set()
-            expect(gpu).to_have_attribute("data-running", "0", timeout=15_000)
-            expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
-            expect(sidebar.locator(".jp-taskcell-task-running")).to_have_count(0)
-            page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-idle.png"))
+        with Client(gpu_cluster.address, timeout=10) as client:
+            Event(RELEASE, client=client).set()
+        expect(gpu).to_have_attribute("data-running", "0", timeout=15_000)
+        expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
+        expect(sidebar.locator(".jp-taskcell-task-running")).to_have_count(0)
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-idle.png"))
 
-            # The planner: a size in, a preset out, its line put atop the active cell.
-            sidebar.locator(".jp-taskcell-size").fill("1 GiB")
-            sidebar.locator(".jp-taskcell-suggest").click()
-            line = sidebar.locator(".jp-taskcell-task-line")
-            expect(line).to_have_text(re.compile(r"^%%task small_task"))
-            expect(sidebar.locator(".jp-taskcell-fit-count")).to_have_text(
-                re.compile(r"^\d+ of 1 live workers can run it$")
-            )
-            sidebar.locator(".jp-taskcell-insert").click()
-            active = page.locator(".jp-Notebook .jp-Cell.jp-mod-active .cm-content")
-            expect(active).to_contain_text(line.inner_text() + "import numpy as np")
-            page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-planner.png"))
-        except AssertionError as e:
-            page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-failure.png"))
-            log = lab.log.read_text()[-3000:]
-            raise AssertionError(
-                f"{e}\npage errors: {errors}\n--- jupyter lab log ---\n{log}"
-            ) from None
-        finally:
-            browser.close()
-    assert not errors, errors
+        # The planner: a size in, a preset out, its line put atop the active cell.
+        sidebar.locator(".jp-taskcell-size").fill("1 GiB")
+        sidebar.locator(".jp-taskcell-suggest").click()
+        line = sidebar.locator(".jp-taskcell-task-line")
+        expect(line).to_have_text(re.compile(r"^%%task small_task"))
+        expect(sidebar.locator(".jp-taskcell-fit-count")).to_have_text(
+            re.compile(r"^\d+ of 1 live workers can run it$")
+        )
+        sidebar.locator(".jp-taskcell-insert").click()
+        active = page.locator(".jp-Notebook .jp-Cell.jp-mod-active .cm-content")
+        expect(active).to_contain_text(line.inner_text() + "import numpy as np")
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-planner.png"))

@@ -1,0 +1,53 @@
+"""Headless Chromium on a JupyterLab page, for the browser tests."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@contextlib.contextmanager
+def lab_page(lab: Any, profile: Path, path: str, failure_shot: str) -> Iterator[Any]:
+    """A Playwright page on ``path`` in ``lab``. A failing check inside leaves a screenshot
+    named ``failure_shot`` and the lab log in the error; page errors fail the test too."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 900},
+        )
+        page = browser.pages[0] if browser.pages else browser.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            page.goto(f"{lab.url}/lab/tree/{path}?token={lab.token}")
+            yield page
+        except (AssertionError, PlaywrightTimeoutError) as e:
+            page.screenshot(path=str(ARTIFACTS / failure_shot))
+            log = lab.log.read_text()[-3000:]
+            raise AssertionError(
+                f"{e}\npage errors: {errors}\n--- jupyter lab log ---\n{log}"
+            ) from None
+        finally:
+            browser.close()
+    assert not errors, errors
