@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
+import functools
+
 
 class TaskcellError(Exception):
     """Base of every error taskcell raises on purpose."""
@@ -34,6 +37,10 @@ class ClusterError(_StatedError, RuntimeError):
     """The cluster cannot be reached, or a worker died under a task."""
 
 
+class InputError(_StatedError, ValueError):
+    """An input of a ``%%task`` cell cannot travel to its worker; the message names it."""
+
+
 class ExportError(TaskcellError, ValueError):
     """A notebook cannot be exported; the message names the cell (number and first line)."""
 
@@ -59,3 +66,36 @@ class CellError(TaskcellError):
 
 class CellInterrupted(TaskcellError):
     """A ``%%task`` cell was interrupted; its worker stopped it and freed its resources."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The notebook's side of an interrupted ``%%task`` cell: one line, as a normal cell shows."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: {self}"]
+
+
+# The name a notebook shows and nbclient matches, as for any interrupted cell.
+Interrupted.__name__ = Interrupted.__qualname__ = "KeyboardInterrupt"
+
+
+@functools.cache
+def _user_error_class(type_name: str) -> type[CellError]:
+    builtin = getattr(builtins, type_name, None)
+    bases: tuple[type, ...] = (CellError,)
+    if isinstance(builtin, type) and issubclass(builtin, Exception):
+        bases += (builtin,)
+    try:
+        return type(type_name, bases, {"__module__": "taskcell.errors"})
+    except TypeError:  # a builtin whose layout cannot be combined
+        return type(type_name, (CellError,), {"__module__": "taskcell.errors"})
+
+
+def user_error(error: CellError) -> CellError:
+    """``error`` as a :class:`CellError` named after the user's exception type, and an instance
+    of it where it is a builtin: the notebook shows ``ValueError``, papermill and nbclient's
+    ``allow_error_names`` see it, and ``except ValueError`` catches it."""
+    cls = _user_error_class(error.type_name.rpartition(".")[2] or "CellError")
+    named = cls.__new__(cls)
+    CellError.__init__(named, error.traceback_text, error.type_name)
+    return named

@@ -37,6 +37,10 @@ class DaskProcesses:
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen] = []
+        self.start_scheduler()
+
+    def start_scheduler(self) -> None:
+        """Start the scheduler process on this cluster's port (again, after it was killed)."""
         self.scheduler = self._spawn(
             ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port)],
             ["--no-dashboard"],

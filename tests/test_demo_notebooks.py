@@ -20,9 +20,10 @@ def execute(name: str) -> list[str]:
     texts = []
     for cell in nb.cells:
         if cell.cell_type == "code":
-            parts = []
+            # Printed text is joined whole, however the kernel chunked it.
+            streams = "".join(out.get("text", "") for out in cell.outputs)
+            parts = [streams]
             for out in cell.outputs:
-                parts.append(out.get("text", ""))
                 parts.append(out.get("data", {}).get("text/plain", ""))
                 parts.append(f"{out.get('ename', '')}: {out.get('evalue', '')}")
             texts.append("\n".join(parts))

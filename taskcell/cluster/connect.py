@@ -8,7 +8,8 @@ that advertise what it has, started on first use.
 
 from __future__ import annotations
 
-import logging
+import asyncio
+import contextlib
 import time
 import warnings
 from typing import TYPE_CHECKING
@@ -18,36 +19,67 @@ import dask.config
 from taskcell import config
 from taskcell.cluster import registry
 from taskcell.cluster.detect import advertised_resources, detect_machine
+from taskcell.cluster.embedded import EmbeddedCluster
 from taskcell.cluster.mapping import WorkerCapacity
+from taskcell.errors import ClusterError
 
 if TYPE_CHECKING:
-    from distributed import Client, SpecCluster
+    from distributed import Client
 
 #: How long a view of the live workers is trusted before it is fetched again (seconds).
 WORKERS_TTL = 1.0
+#: How long one question to the scheduler may take before it counts as unanswered (seconds).
+ANSWER_TIMEOUT = 2.0
 
-_chosen: Client | None = None
+_chosen: str | None = None  # the address given with %task_cluster
 _client: Client | None = None
-_embedded: SpecCluster | None = None
+_client_for: str | None = None  # the address _client was made for; None: the embedded cluster
+_embedded: EmbeddedCluster | None = None
 _workers: dict[str, tuple[float, list[WorkerCapacity]]] = {}
+_answered: dict[str, float] = {}  # client id -> when its scheduler last answered
 _registered: set[str] = set()
 
 
 def current_client() -> Client:
-    """The client to submit to, connecting or starting the embedded cluster on first use."""
-    global _client
+    """The client to submit to, connecting or starting the embedded cluster on first use.
+
+    A cluster that was chosen (``%task_cluster``, or Dask's ``scheduler-address``) and went away
+    is reconnected when it is back, and is an error naming it meanwhile: never a silent switch
+    to another cluster.
+    """
+    global _client, _client_for
     from distributed.client import default_client
 
-    if _chosen is not None and _chosen.status == "running":
-        return _chosen
-    try:
-        return _recorded(default_client())
-    except ValueError:
-        pass
-    if _client is None or _client.status != "running":
-        address = dask.config.get("scheduler-address", None)
-        _client = _connect(address or start_embedded().scheduler_address)
+    if _chosen is None:
+        with contextlib.suppress(ValueError):
+            return _recorded(default_client())
+    address = _chosen or dask.config.get("scheduler-address", None)
+    if _client is not None and _client_for == address and _client.status == "running":
+        return _client
+    if _client is not None:
+        with contextlib.suppress(OSError, asyncio.TimeoutError, TimeoutError):
+            _client.close(timeout=ANSWER_TIMEOUT)
+        _client = None
+    _client = _connect(address) if address else _connect(_embedded_cluster().scheduler_address)
+    _client_for = address
     return _client
+
+
+def existing_client() -> Client | None:
+    """The client :func:`current_client` would give, if it is connected now; never connects."""
+    from distributed.client import default_client
+
+    if _chosen is None:
+        with contextlib.suppress(ValueError):
+            return default_client()
+    return _client if _client is not None and _client.status == "running" else None
+
+
+def _embedded_cluster() -> EmbeddedCluster:
+    global _embedded
+    if _embedded is None or not _embedded.alive():
+        _embedded = start_embedded()
+    return _embedded
 
 
 def _recorded(client: Client) -> Client:
@@ -63,63 +95,64 @@ def _recorded(client: Client) -> Client:
 
 
 def use_address(address: str) -> Client:
-    """Point taskcell at the scheduler at ``address`` (``%task_cluster tcp://...``)."""
-    global _chosen, _client, _embedded
+    """Point taskcell at the scheduler at ``address`` (``%task_cluster tcp://...``); an
+    unreachable address is an error and changes nothing."""
+    global _chosen, _client, _client_for, _embedded
     client = _connect(address)
-    for previous in (_chosen, _client, _embedded):  # the embedded cluster frees the machine
+    for previous in (_client, _embedded):  # the embedded cluster frees the machine
         if previous is not None:
             previous.close()
-    _chosen, _client, _embedded = client, None, None
+    _chosen, _client, _client_for, _embedded = address, client, address, None
     return client
 
 
 def _connect(address: str) -> Client:
     from distributed import Client
 
-    return _recorded(Client(address, set_as_default=False))
+    timeout = config.get("scheduler-timeout")
+    try:
+        client = Client(address, set_as_default=False, timeout=timeout)
+    except (OSError, asyncio.TimeoutError, TimeoutError) as e:
+        raise ClusterError(
+            f"cannot reach the scheduler at {address} within {timeout} ({e}); start it again, "
+            f"or choose another cluster with %task_cluster ADDRESS"
+        ) from None
+    _answered[client.id] = time.monotonic()
+    return _recorded(client)
 
 
-def start_embedded() -> SpecCluster:
+def start_embedded() -> EmbeddedCluster:
     """Start worker processes on this machine that advertise its cores, memory and GPUs."""
-    global _embedded
-    from distributed import Nanny, Scheduler, SpecCluster
-
-    if _embedded is not None:
-        return _embedded
     n = config.get("embedded-cluster.n-workers") or 1
     threads = config.get("embedded-cluster.threads-per-worker")
     shares = advertised_resources(detect_machine(), n)
-    workers = {
-        f"taskcell-{i}": {
-            "cls": Nanny,
-            "options": {
+    return EmbeddedCluster(
+        {
+            f"taskcell-{i}": {
                 "nthreads": threads or max(1, int(share.resources.get("CPU", 1))),
                 "memory_limit": int(share.resources.get("MEMORY", 0)) or "auto",
                 "resources": share.resources,
                 "env": share.environ(),
-                "silence_logs": logging.CRITICAL,
-            },
+            }
+            for i, share in enumerate(shares)
         }
-        for i, share in enumerate(shares)
-    }
-    scheduler = {
-        "cls": Scheduler,
-        "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"},
-    }
-    _embedded = SpecCluster(
-        workers=workers,
-        scheduler=scheduler,
-        name="taskcell-embedded",
-        silence_logs=logging.CRITICAL,
     )
-    return _embedded
 
 
 def live_workers(client: Client, refresh: bool = False) -> list[WorkerCapacity]:
-    """The client's live workers, fetched at most once a :data:`WORKERS_TTL`."""
+    """The client's live workers, fetched at most once a :data:`WORKERS_TTL`; ClusterError if
+    the scheduler does not answer within :data:`ANSWER_TIMEOUT` (see :func:`silence`)."""
     fetched_at, workers = _workers.get(client.id, (0.0, []))
     if refresh or time.monotonic() - fetched_at > WORKERS_TTL:
-        info = client.scheduler_info(n_workers=-1)["workers"]
+        try:
+            identity = client.sync(
+                client.scheduler.identity, n_workers=-1, callback_timeout=ANSWER_TIMEOUT
+            )
+        except (OSError, asyncio.TimeoutError, TimeoutError) as e:
+            raise ClusterError(
+                f"the scheduler at {client.scheduler.address} did not answer ({e!r})"
+            ) from None
+        _answered[client.id] = time.monotonic()
         workers = [
             WorkerCapacity(
                 address=address,
@@ -128,17 +161,22 @@ def live_workers(client: Client, refresh: bool = False) -> list[WorkerCapacity]:
                 memory_limit=int(w.get("memory_limit") or 0),
                 resources=dict(w.get("resources") or {}),
             )
-            for address, w in info.items()
+            for address, w in identity["workers"].items()
         ]
         _workers[client.id] = (time.monotonic(), workers)
     return workers
 
 
+def silence(client: Client) -> float:
+    """Seconds since the client's scheduler last answered :func:`live_workers`."""
+    return time.monotonic() - _answered.get(client.id, time.monotonic())
+
+
 def close() -> None:
     """Close taskcell's client and the embedded cluster, if it started one."""
-    global _chosen, _client, _embedded
-    for resource in (_chosen, _client, _embedded):
+    global _chosen, _client, _client_for, _embedded
+    for resource in (_client, _embedded):
         if resource is not None:
             resource.close()
-    _chosen = _client = _embedded = None
+    _chosen = _client = _client_for = _embedded = None
     _workers.clear()

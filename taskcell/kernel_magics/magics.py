@@ -41,6 +41,12 @@ class _StatusLine:
             self._handle.update(bundle, raw=True)
 
 
+def _cell_number(shell: Any) -> int:
+    """The N of this cell's ``In[N]``: IPython 9 counts up before a cell runs, 8 after, and
+    both have stored the cell's input by now."""
+    return len(shell.history_manager.input_hist_raw) - 1 or shell.execution_count
+
+
 @magics_class
 class TaskMagics(Magics):
     """The magics ``%load_ext taskcell`` registers."""
@@ -68,7 +74,7 @@ class TaskMagics(Magics):
             request = build_request(parsed, presets, self.environments, ns)
         except SpecError as e:
             raise UsageError(str(e)) from None
-        count = self.shell.execution_count
+        count = _cell_number(self.shell)
         source = CellSource(
             body=self.shell.transform_cell(cell),
             shown=f"%%task {line}\n{cell}",
@@ -86,7 +92,7 @@ class TaskMagics(Magics):
                 out=None if parsed.background else out,
                 retries=parsed.retries,
             )
-        except SpecError as e:  # an input that cannot travel: raised before anything runs
+        except SpecError as e:  # a request over the platform's limits: nothing ran
             raise UsageError(str(e)) from None
 
     task.__doc__ = PARSER.format_help()

@@ -255,15 +255,7 @@ def _existing_client() -> Client | None:
     """A client taskcell or the user already has; never starts a cluster to plan."""
     from taskcell.cluster import connect
 
-    for client in (getattr(connect, "_chosen", None), getattr(connect, "_client", None)):
-        if client is not None and client.status == "running":
-            return client
-    try:
-        from distributed.client import default_client
-
-        return default_client()
-    except (ImportError, ValueError):
-        return None
+    return connect.existing_client()
 
 
 def _platform_ok(request: Resources) -> str | None:

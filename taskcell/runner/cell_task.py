@@ -9,8 +9,10 @@ binds back into the namespace only if it succeeds. Results over a threshold stay
 from __future__ import annotations
 
 import contextlib
+import pickle
 import queue
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, MutableMapping
@@ -21,9 +23,17 @@ import cloudpickle
 from dask.sizeof import sizeof
 
 from taskcell import config
-from taskcell.cluster.connect import live_workers
+from taskcell.cluster.connect import live_workers, silence
 from taskcell.cluster.submit import plan, unique_key
-from taskcell.errors import CellInterrupted, ClusterError, SpecError
+from taskcell.errors import (
+    CellError,
+    CellInterrupted,
+    ClusterError,
+    InputError,
+    Interrupted,
+    user_error,
+)
+from taskcell.runner import events
 from taskcell.runner.analysis import analyze_cell
 from taskcell.runner.closure import function_globals, is_notebook_defined
 from taskcell.runner.history import TaskRecord
@@ -79,12 +89,17 @@ def submit_cell(
     namespace: MutableMapping[str, Any],
     request: Resources,
     name: str,
+    retries: int = 0,
 ) -> Submission:
-    """Check ``request`` can run, ship the cell's inputs and submit it; nothing runs on error."""
+    """Check ``request`` can run, ship the cell's inputs and submit it; nothing runs on error.
+
+    ``retries``: how many times the cell may start again on another worker when its worker
+    dies; with 0 it starts at most once.
+    """
     analysis = analyze_cell(cell.body)
     placement = plan(request, client)
     key = unique_key(name)
-    inline, remote = _inputs(client, analysis.inputs, namespace)
+    pickled, remote = _inputs(client, analysis.inputs, namespace)
     job = CellJob(
         key=key,
         source=cell.body,
@@ -92,21 +107,17 @@ def submit_cell(
         filename=cell.filename,
         line_offset=cell.line_offset,
         outputs=analysis.outputs,
-        topic=f"taskcell-{key}",
+        topic=client.id,
         gpus=_gpu_count(request, placement.resources),
-        inputs=inline,
+        retries=retries,
+        pickled=pickled,
     )
     record = TaskRecord(key=key, cell=name, request=request, source=cell.body)
-    events: queue.Queue = queue.Queue()
-    client.subscribe_topic(job.topic, lambda event: events.put(event[1]))
-    try:
-        future = client.submit(
-            run_cell, job, remote, key=key, resources=placement.resources or None, pure=False
-        )
-    except Exception as e:
-        client.unsubscribe_topic(job.topic)
-        raise _unpicklable(inline, e) from None
-    future.add_done_callback(lambda _: events.put({"kind": "ended"}))
+    inbox = events.listen(client, key)
+    future = client.submit(
+        run_cell, job, remote, key=key, resources=placement.resources or None, pure=False
+    )
+    future.add_done_callback(lambda _: inbox.put({"kind": "ended"}))
     return Submission(
         future=future,
         job=job,
@@ -114,7 +125,7 @@ def submit_cell(
         resources=placement.resources,
         capable=len(placement.workers),
         deleted=analysis.deleted,
-        events=events,
+        events=inbox,
     )
 
 
@@ -128,29 +139,51 @@ def _gpu_count(request: Resources, resources: dict[str, float]) -> int | None:
 
 def _inputs(
     client: Client, names: tuple[str, ...], namespace: MutableMapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The cell's inputs: small ones to send inline, large or remote ones as futures.
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The cell's inputs: small ones pickled here, large or remote ones as futures.
 
     A function the notebook defined brings the notebook globals it reads along as inputs of
     their own, and travels without them: the cell process binds it to the cell's namespace.
+    An input that cannot travel is named (:class:`InputError`) and nothing is submitted.
     """
     wanted = [n for n in names if n in namespace]
     for n in list(wanted):
         if is_notebook_defined(namespace[n], namespace):
             wanted += sorted(function_globals(namespace[n], namespace) - set(wanted))
-    inline: dict[str, Any] = {}
+    pickled: dict[str, bytes] = {}
     remote: dict[str, Any] = {}
     for n in wanted:
         value = namespace[n]
         if isinstance(value, RemoteValue):
             remote[n] = value.future
         elif isinstance(value, types.FunctionType) and value.__module__ == "__main__":
-            inline[n] = _detached(value)
+            pickled[n] = _pickled(n, _detached(value))
         elif sizeof(value) > SCATTER_THRESHOLD:
-            remote[n] = client.scatter(value, hash=False)
+            try:
+                remote[n] = client.scatter(value, hash=False)
+            except Exception as e:
+                raise _cannot_travel(n, value, e) from None
         else:
-            inline[n] = value
-    return inline, remote
+            pickled[n] = _pickled(n, value)
+    return pickled, remote
+
+
+def _pickled(name: str, value: Any) -> bytes:
+    """``value`` pickled, once it is known to unpickle too (the worker would fail later)."""
+    try:
+        data = cloudpickle.dumps(value, protocol=5)
+        pickle.loads(data)
+    except Exception as e:
+        raise _cannot_travel(name, value, e) from None
+    return data
+
+
+def _cannot_travel(name: str, value: Any, error: Exception) -> InputError:
+    detail = str(error) or type(error).__name__
+    return InputError(
+        f"input {name!r} ({type(value).__name__}) cannot be sent to a worker: {detail}. "
+        f"Create it inside the %%task cell instead."
+    )
 
 
 def _detached(func: types.FunctionType) -> types.FunctionType:
@@ -163,44 +196,68 @@ def _detached(func: types.FunctionType) -> types.FunctionType:
     return clone
 
 
-def _unpicklable(inputs: dict[str, Any], error: Exception) -> Exception:
-    """The error to show when submitting failed: naming the input that cannot travel, if any."""
-    for name, value in inputs.items():
-        try:
-            cloudpickle.dumps(value)
-        except Exception as e:
-            return SpecError(
-                f"input {name!r} ({type(value).__name__}) cannot be sent to a worker: {e}. "
-                f"Create it inside the %%task cell instead."
-            )
-    return error
+def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
+    """Wait for the cell, showing its output and status; interrupts stop it on its worker.
 
-
-def wait_for_cell(client: Client, sub: Submission, out: Display, retries: int = 0) -> CellResult:
-    """Wait for the cell, showing its output and status; interrupts stop it on its worker."""
+    An interrupt ends the wait within a second whatever the cluster does, and raises
+    :class:`~taskcell.errors.Interrupted`. A worker that dies under the cell, or a scheduler
+    that goes away or stops answering for ``taskcell.scheduler-timeout``, raises
+    :class:`~taskcell.errors.ClusterError`.
+    """
     try:
-        _follow(client, sub, out, retries)
+        _follow(client, sub, out)
     except KeyboardInterrupt:
-        _stop(client, sub)
         sub.record.finish("interrupted")
-        out.status(f"interrupted {_where(sub)}; nothing was written back")
-        raise
+        where = _where(sub)
+        if _stop(client, sub):
+            out.status(f"interrupted {where}; nothing was written back")
+        else:
+            out.status(
+                f"interrupted; the scheduler at {client.scheduler.address} did not answer, so "
+                f"the cell may still run {where}; nothing was written back"
+            )
+        raise Interrupted(f"the cell was interrupted {where}") from None
     except ClusterError:
-        _stop(client, sub)
         sub.record.finish("lost")
+        _stop(client, sub)
         raise
     finally:
-        client.unsubscribe_topic(sub.job.topic)
+        events.forget(client, sub.job.key)
     return _result(client, sub, out)
 
 
-def _stop(client: Client, sub: Submission) -> None:
-    """Cancel the task and stop its cell process if it is running (Dask alone cannot)."""
-    sub.future.cancel()
-    client.run(interrupt_cell, sub.job.key, on_error="ignore")
+#: Futures of interrupted cells still running, kept until they end so that the scheduler counts
+#: their resources as used as long as their worker really is busy with them.
+_stopping: set[Future] = set()
 
 
-def _follow(client: Client, sub: Submission, out: Display, retries: int) -> None:
+def _stop(client: Client, sub: Submission) -> bool:
+    """Stop the cell on its worker (SIGINT, then SIGTERM and SIGKILL, see
+    :meth:`~taskcell.runner.processes.CellProcesses.interrupt`); a cell not started yet is
+    cancelled. Waits at most a second: False if the cluster did not answer by then."""
+    grace = _seconds(config.get("interrupt-grace"))
+
+    def stop() -> None:
+        running = client.run(interrupt_cell, sub.job.key, grace, on_error="ignore")
+        if any(running.values()):
+            _stopping.add(sub.future)
+            sub.future.add_done_callback(_stopping.discard)
+        else:
+            sub.future.cancel()
+
+    stopper = threading.Thread(target=stop, name=f"taskcell-stop-{sub.job.key}", daemon=True)
+    stopper.start()
+    stopper.join(timeout=1)
+    return not stopper.is_alive()
+
+
+def _seconds(value: str | float) -> float:
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(value, default="s"))
+
+
+def _follow(client: Client, sub: Submission, out: Display) -> None:
     waiting_since = time.monotonic()
     last_status = 0.0
     while not (sub.future.done() and sub.events.empty()):
@@ -208,7 +265,7 @@ def _follow(client: Client, sub: Submission, out: Display, retries: int) -> None
         now = time.monotonic()
         if now - last_status >= 0.5:
             last_status = now
-            out.status(_status(client, sub, now - waiting_since, retries))
+            out.status(_status(client, sub, now - waiting_since))
     if sub.future.status == "finished":
         deadline = time.monotonic() + 2
         while sub.sizes is None and time.monotonic() < deadline:
@@ -233,11 +290,14 @@ def _handle(event: dict, sub: Submission, out: Display) -> None:
         sub.sizes = event["sizes"]
 
 
-def _status(client: Client, sub: Submission, waited: float, retries: int) -> str:
+def _status(client: Client, sub: Submission, waited: float) -> str:
+    try:
+        live = {w.address for w in live_workers(client)}
+    except ClusterError:
+        return _silent_scheduler(client)
     if not sub.attempts:
         return _waiting_reason(sub, waited)
-    worker = sub.attempts[-1]
-    live = {w.address for w in live_workers(client)}
+    worker, retries = sub.attempts[-1], sub.job.retries
     if worker not in live:  # the cached view may predate the worker: ask again before judging
         live = {w.address for w in live_workers(client, refresh=True)}
     dead = sub.attempts[:-1] + ([worker] if worker not in live else [])
@@ -250,6 +310,18 @@ def _status(client: Client, sub: Submission, waited: float, retries: int) -> str
     if worker not in live:
         return f"worker {worker} died; waiting to run the cell again ({len(dead)} of {retries})"
     return f"running on {worker} for {sub.record.elapsed():.1f} s"
+
+
+def _silent_scheduler(client: Client) -> str:
+    """The status while the scheduler does not answer; past the timeout, the cell's end."""
+    quiet, limit = silence(client), _seconds(config.get("scheduler-timeout"))
+    address = client.scheduler.address
+    if quiet > limit:
+        raise ClusterError(
+            f"the scheduler at {address} has not answered for {quiet:.0f} s "
+            f"(taskcell.scheduler-timeout is {limit:g} s); nothing was written back"
+        )
+    return f"the scheduler at {address} has not answered for {quiet:.0f} s"
 
 
 def _waiting_reason(sub: Submission, waited: float) -> str:
@@ -266,21 +338,46 @@ def _where(sub: Submission) -> str:
 
 def _result(client: Client, sub: Submission, out: Display) -> CellResult:
     if sub.future.status == "cancelled":
-        sub.record.finish("interrupted")
-        raise CellInterrupted("the cell's task was cancelled")
+        raise _cancelled(client, sub, out)
     try:
         threshold = _threshold()
         if sub.sizes is not None and max(sub.sizes.values(), default=0) > threshold:
             result = _split_large(client, sub, threshold)
         else:
             result = sub.future.result()
-    except BaseException:
-        sub.record.finish("error")
+    except CellInterrupted as e:  # stopped from elsewhere: the panel, the sidebar
+        sub.record.finish("interrupted")
+        out.status(f"{e} {_where(sub)}; nothing was written back")
+        raise Interrupted(str(e)) from None
+    except BaseException as e:
+        sub.record.finish("lost" if isinstance(e, ClusterError) else "error")
         out.status(f"failed {_where(sub)} after {sub.record.elapsed():.1f} s")
+        if isinstance(e, CellError):
+            raise user_error(e) from None
         raise
     sub.record.finish("finished", result.usage)
     out.status(f"ran on {result.worker} in {result.usage.wall:.2f} s")
     return result
+
+
+def _cancelled(client: Client, sub: Submission, out: Display) -> BaseException:
+    """Why the cell's future was cancelled: the scheduler was lost, or someone cancelled it."""
+    reason = ""
+    try:
+        sub.future.result()
+    except Exception as e:
+        reason = getattr(e, "reason", "")
+    if reason == "scheduler-connection-lost":
+        sub.record.finish("lost")
+        message = (
+            f"lost the scheduler at {client.scheduler.address} while the cell ran "
+            f"{_where(sub)}; nothing was written back"
+        )
+        out.status(message)
+        return ClusterError(message)
+    sub.record.finish("interrupted")
+    out.status(f"cancelled {_where(sub)}; nothing was written back")
+    return Interrupted(f"the cell's task was cancelled {_where(sub)}")
 
 
 def _threshold() -> int:

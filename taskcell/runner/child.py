@@ -8,8 +8,8 @@ between cells; each cell gets a fresh namespace.
 Messages both ways are tuples over one socket (see :mod:`taskcell.runner.wire`): the worker sends a
 :class:`~taskcell.runner.job.CellJob`; the child answers with any number of
 ``("stream", name, text)`` and ``("display", bundle)`` messages, then one of
-``("done", outputs, value, usage)``, ``("error", traceback_text, type_name)`` or
-``("interrupted",)``.
+``("done", outputs, value, usage)``, ``("error", traceback_text, type_name)``,
+``("input-error", message)`` or ``("interrupted",)``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ import contextlib
 import ctypes
 import io
 import linecache
+import pickle
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 import types
@@ -35,11 +37,66 @@ from taskcell.runner.wire import Channel
 _PR_SET_PDEATHSIG = 1
 
 
-class _Stream(io.TextIOBase):
-    """A text stream that forwards every write to the worker as it happens."""
+#: How often a running cell's output is sent to the worker, as ipykernel's ``flush_interval``.
+FLUSH_INTERVAL = 0.2
+#: Output pending past this many characters is sent at once.
+FLUSH_SIZE = 1 << 20
 
-    def __init__(self, channel: Channel, name: str) -> None:
+
+class _Outbox:
+    """What the cell prints, sent in batches: every :data:`FLUSH_INTERVAL` seconds at most,
+    at once past :data:`FLUSH_SIZE`, and whatever is left before a display or the cell's end.
+    A loop of 10,000 ``print`` calls is a handful of messages, in the order it was written."""
+
+    def __init__(self, channel: Channel) -> None:
         self._channel = channel
+        self._pending: list[list[str]] = []  # [stream name, text], consecutive names merged
+        self._size = 0
+        self._ready = threading.Condition()
+        threading.Thread(target=self._flush_periodically, daemon=True).start()
+
+    def write(self, name: str, text: str) -> None:
+        with _sigint_held(), self._ready:
+            if self._pending and self._pending[-1][0] == name:
+                self._pending[-1][1] += text
+            else:
+                self._pending.append([name, text])
+            self._size += len(text)
+            if self._size >= FLUSH_SIZE:
+                self._send_pending()
+            self._ready.notify()
+
+    def send(self, message: tuple) -> None:
+        """Send ``message`` after the output written before it."""
+        with _sigint_held(), self._ready:
+            self._send_pending()
+            self._channel.send(message)
+
+    def flush(self) -> None:
+        with _sigint_held(), self._ready:
+            self._send_pending()
+
+    def _send_pending(self) -> None:
+        pending, self._pending, self._size = self._pending, [], 0
+        for name, text in pending:
+            self._channel.send(("stream", name, text))
+
+    def _flush_periodically(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # interrupts are the cell's
+        with self._ready:
+            while True:
+                self._ready.wait_for(lambda: self._pending)
+                deadline = time.monotonic() + FLUSH_INTERVAL
+                while (left := deadline - time.monotonic()) > 0:
+                    self._ready.wait(left)
+                self._send_pending()
+
+
+class _Stream(io.TextIOBase):
+    """``sys.stdout`` or ``sys.stderr`` of a cell: text goes to the notebook through the outbox."""
+
+    def __init__(self, outbox: _Outbox, name: str) -> None:
+        self._outbox = outbox
         self.name = name
 
     def writable(self) -> bool:
@@ -47,16 +104,20 @@ class _Stream(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if text:
-            _send(self._channel, ("stream", self.name, text))
+            self._outbox.write(self.name, text)
         return len(text)
 
+    def flush(self) -> None:
+        self._outbox.flush()
 
-def _send(channel: Channel, message: tuple) -> None:
-    """Send with SIGINT held back: an interrupt must not cut a message in half. One that
-    arrives meanwhile is delivered, into the cell's code, as soon as the message is out."""
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold SIGINT back: an interrupt must not cut a message in half. One that arrives
+    meanwhile is delivered, into the cell's code, as soon as the message is out."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        channel.send(message)
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
@@ -73,7 +134,7 @@ def _interruptible() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
-def _display_function(channel: Channel):
+def _display_function(outbox: _Outbox):
     def display(*objs: Any, **kwargs: Any) -> None:
         """Show objects in the notebook cell that runs this task, as IPython's display does."""
         from IPython.core.formatters import DisplayFormatter
@@ -81,7 +142,7 @@ def _display_function(channel: Channel):
         formatter = DisplayFormatter()
         for obj in objs:
             data, metadata = formatter.format(obj)
-            _send(channel, ("display", {"data": data, "metadata": metadata}))
+            outbox.send(("display", {"data": data, "metadata": metadata}))
 
     return display
 
@@ -141,17 +202,39 @@ def _adopt(namespace: dict[str, Any], inputs: dict[str, Any]) -> None:
             namespace[name] = rebound(value)
 
 
-def run(job: CellJob, channel: Channel) -> tuple:
+class InputError(Exception):
+    """An input that the kernel pickled cannot be rebuilt here."""
+
+
+def _rebuilt(pickled: dict[str, bytes]) -> dict[str, Any]:
+    """The inputs the kernel pickled one by one, so one that fails is named."""
+    values = {}
+    for name, data in pickled.items():
+        try:
+            values[name] = pickle.loads(data)
+        except Exception as e:
+            raise InputError(
+                f"input {name!r} was pickled in the notebook but cannot be rebuilt on the "
+                f"worker: {type(e).__name__}: {e}. Create it inside the %%task cell instead."
+            ) from None
+    return values
+
+
+def run(job: CellJob, outbox: _Outbox) -> tuple:
     """Execute one cell; the reply tuple described in the module docstring."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "display": _display_function(channel)}
-    namespace.update(job.inputs)
-    _adopt(namespace, job.inputs)
+    namespace: dict[str, Any] = {"__name__": "__main__", "display": _display_function(outbox)}
+    try:
+        inputs = {**_rebuilt(job.pickled), **job.inputs}
+    except InputError as e:
+        return ("input-error", str(e))
+    namespace.update(inputs)
+    _adopt(namespace, inputs)
     _peak_rss_reset()
     gpu = gpu_peak()
     gpu.start()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Stream(channel, "stdout"), _Stream(channel, "stderr")
+    sys.stdout, sys.stderr = _Stream(outbox, "stdout"), _Stream(outbox, "stderr")
     try:
         body, last = _compile(job)
         with _interruptible():
@@ -182,6 +265,7 @@ def _user_traceback(error: BaseException, filename: str) -> str:
 
 def serve(channel: Channel) -> None:
     """Run jobs until the worker closes the socket."""
+    outbox = _Outbox(channel)
     while True:
         try:
             job = channel.receive()
@@ -190,11 +274,11 @@ def serve(channel: Channel) -> None:
         except KeyboardInterrupt:
             continue  # an interrupt that arrived after its cell had finished
         try:
-            reply = run(job, channel)
+            reply = run(job, outbox)
         except KeyboardInterrupt:
             reply = ("interrupted",)
         try:
-            channel.send(reply)
+            outbox.send(reply)
         except Exception as e:  # an output that cannot be pickled
             channel.send(
                 ("error", f"cannot send the cell's outputs back: {e!r}\n", "PicklingError")

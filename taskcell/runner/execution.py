@@ -36,7 +36,7 @@ class BackgroundCell:
 
     @classmethod
     def start(
-        cls, client: Client, sub: Submission, namespace: MutableMapping[str, Any], retries: int
+        cls, client: Client, sub: Submission, namespace: MutableMapping[str, Any]
     ) -> BackgroundCell:
         """Follow ``sub`` in a thread and bind its outputs in ``namespace`` if it succeeds."""
         handle = cls(sub)
@@ -48,7 +48,7 @@ class BackgroundCell:
 
         def follow() -> None:
             try:
-                result = wait_for_cell(client, sub, out, retries)
+                result = wait_for_cell(client, sub, out)
                 write_back(namespace, sub, result)
                 handle.value = result.value
             except BaseException as e:
@@ -91,10 +91,10 @@ def run_cell_task(
 ) -> Any:
     """Run ``cell`` as a task: wait and return its last value, or, with no ``out``, return a
     :class:`BackgroundCell` at once."""
-    sub = submit_cell(client, cell, namespace, request, name)
+    sub = submit_cell(client, cell, namespace, request, name, retries)
     history.append(sub.record)
     if out is None:
-        return BackgroundCell.start(client, sub, namespace, retries)
-    result = wait_for_cell(client, sub, out, retries)
+        return BackgroundCell.start(client, sub, namespace)
+    result = wait_for_cell(client, sub, out)
     write_back(namespace, sub, result)
     return result.value

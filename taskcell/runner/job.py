@@ -37,7 +37,13 @@ class CellJob:
     filename: str
     line_offset: int
     outputs: tuple[str, ...]
+    #: The Dask event topic the worker reports on: the kernel client's id.
     topic: str
     #: Whole GPUs to pin (0: none visible); None: the worker's own devices (MIG, TPU, ...).
     gpus: int | None = 0
+    #: Starts allowed after the first when a worker dies under the cell (``--retries``).
+    retries: int = 0
+    #: Small inputs, each pickled on its own in the kernel so one that fails is named.
+    pickled: dict[str, bytes] = field(default_factory=dict)
+    #: Inputs as values: those Dask brought to the worker (scattered, or kept remote).
     inputs: dict[str, Any] = field(default_factory=dict)

@@ -61,6 +61,10 @@ class CellProcess:
         self.proc.wait()
 
 
+#: How many interrupted keys a worker remembers, so a cell interrupted while queued never starts.
+_REMEMBERED = 1000
+
+
 class CellProcesses:
     """The worker's pool of idle cell processes, its free GPUs and the cells now running."""
 
@@ -70,7 +74,8 @@ class CellProcesses:
         self._lock = threading.Lock()
         self._idle: list[CellProcess] = []
         self._free_devices = list(devices)
-        self._interrupted: set[str] = set()
+        self._interrupted: dict[str, None] = {}  # an ordered set of the latest keys
+        self._forced: dict[str, str] = {}  # key -> how a cell that ignored SIGINT was ended
         self.running: dict[str, CellProcess | None] = {}
 
     @contextmanager
@@ -79,7 +84,6 @@ class CellProcesses:
         (``None``: the worker's own devices, for MIG slices and other accelerators)."""
         with self._lock:
             if key in self._interrupted:
-                self._interrupted.discard(key)
                 raise CellInterrupted("the cell was interrupted before it started")
             wanted = gpus or 0
             if wanted > len(self._free_devices):
@@ -104,7 +108,7 @@ class CellProcesses:
         finally:
             with self._lock:
                 self.running.pop(key, None)
-                self._interrupted.discard(key)
+                self._forced.pop(key, None)
                 self._free_devices.extend(devices)
                 # A GPU cell's process holds its CUDA context: it is not kept.
                 keep = process is not None and process.alive() and not devices
@@ -113,17 +117,42 @@ class CellProcesses:
                 elif process is not None:
                     process.close()
 
-    def interrupt(self, key: str) -> bool:
-        """Send SIGINT to the process running ``key``; False when it runs nowhere here."""
+    def interrupt(self, key: str, grace: float) -> bool:
+        """Send SIGINT to the process running ``key``, then SIGTERM and SIGKILL each ``grace``
+        seconds later while it still runs that cell; a key not running yet never starts here.
+        False when the cell runs nowhere here."""
         with self._lock:
+            self._interrupted[key] = None
+            while len(self._interrupted) > _REMEMBERED:
+                del self._interrupted[next(iter(self._interrupted))]
             if key not in self.running:
                 return False
             process = self.running[key]
-            if process is None:
-                self._interrupted.add(key)
         if process is not None:
             process.interrupt()
+            self._escalate_later(key, process, grace, [signal.SIGTERM, signal.SIGKILL])
         return True
+
+    def _escalate_later(
+        self, key: str, process: CellProcess, grace: float, signals: list[signal.Signals]
+    ) -> None:
+        def escalate() -> None:
+            with self._lock:
+                if self.running.get(key) is not process or not process.alive():
+                    return
+                self._forced[key] = f"{signals[0].name} after {grace:g} s"
+            process.proc.send_signal(signals[0])
+            if signals[1:]:
+                self._escalate_later(key, process, grace, signals[1:])
+
+        timer = threading.Timer(grace, escalate)
+        timer.daemon = True
+        timer.start()
+
+    def forced(self, key: str) -> str | None:
+        """How the cell ``key`` was ended after it ignored an interrupt, if it was."""
+        with self._lock:
+            return self._forced.get(key)
 
 
 def worker_devices(gpu_count: float) -> list[str]:

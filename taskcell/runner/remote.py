@@ -9,16 +9,19 @@ worker until the notebook fetches it, so a large one can stay there.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from dask.sizeof import sizeof
 from distributed import get_worker
+from distributed.utils import sync
 
-from taskcell.errors import CellError, CellInterrupted, ClusterError
+from taskcell.errors import CellError, CellInterrupted, ClusterError, InputError
 from taskcell.runner.job import CellJob, Usage
-from taskcell.runner.processes import CellProcesses, worker_devices
+from taskcell.runner.processes import CellProcess, CellProcesses, worker_devices
 
 _processes: CellProcesses | None = None
 _lock = threading.Lock()
@@ -58,39 +61,69 @@ def _worker_environ(worker) -> dict[str, str]:
 def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
     """Run ``job`` in a cell process of this worker (the task Dask executes)."""
     worker = get_worker()
+    _count_start(worker, job)
     if remote_inputs:
-        job = dataclasses.replace(job, inputs={**job.inputs, **remote_inputs})
-    worker.log_event(job.topic, {"kind": "started", "worker": worker.address})
+        job = dataclasses.replace(job, inputs=remote_inputs)
+    report = functools.partial(_report, worker, job)
+    report(kind="started", worker=worker.address)
     with _pool().checkout(job.key, job.gpus) as process:
         try:
             process.send(job)
-            reply = _forward_until_reply(process, job, worker)
+            reply = _forward_until_reply(process, report)
         except (EOFError, OSError):
             code = process.proc.wait()
+            forced = _pool().forced(job.key)
+            if forced:
+                raise CellInterrupted(
+                    f"the cell went on after the interrupt and was ended with {forced}"
+                ) from None
             raise ClusterError(
                 f"the process running the cell on {worker.address} died (exit code {code})"
             ) from None
     if reply[0] == "error":
         raise CellError(reply[1], reply[2])
+    if reply[0] == "input-error":
+        raise InputError(reply[1])
     if reply[0] == "interrupted":
         raise CellInterrupted("the cell was interrupted")
     _, outputs, value, usage = reply
-    sizes = {name: sizeof(v) for name, v in outputs.items()}
-    worker.log_event(job.topic, {"kind": "finished", "sizes": sizes})
+    report(kind="finished", sizes={name: sizeof(v) for name, v in outputs.items()})
     return CellResult(outputs, value, usage, worker.address)
 
 
-def _forward_until_reply(process, job: CellJob, worker) -> tuple:
+def _count_start(worker: Any, job: CellJob) -> None:
+    """Record this start of the cell with the scheduler, refusing one past ``job.retries``.
+
+    Dask runs a task again on another worker when its worker dies (up to
+    ``distributed.scheduler.allowed-failures`` times): a cell with side effects must not.
+    """
+    keys = ["taskcell-starts", job.key]
+    earlier = sync(worker.loop, worker.scheduler.get_metadata, keys=keys, default=[])
+    if len(earlier) > job.retries:
+        raise ClusterError(
+            f"worker {earlier[-1]} died while running this cell; it was not started again "
+            f"(--retries {job.retries}). Nothing was written back."
+        )
+    sync(worker.loop, worker.scheduler.set_metadata, keys=keys, value=[*earlier, worker.address])
+
+
+def _report(worker: Any, job: CellJob, /, **event: Any) -> None:
+    """Tell the kernel about the cell, on its client's topic."""
+    worker.log_event(job.topic, {"key": job.key, **event})
+
+
+def _forward_until_reply(process: CellProcess, report: Callable[..., None]) -> tuple:
     while True:
         message = process.receive()
         if message[0] == "stream":
-            worker.log_event(job.topic, {"kind": "stream", "name": message[1], "text": message[2]})
+            report(kind="stream", name=message[1], text=message[2])
         elif message[0] == "display":
-            worker.log_event(job.topic, {"kind": "display", **message[1]})
+            report(kind="display", **message[1])
         else:
             return message
 
 
-def interrupt_cell(key: str) -> bool:
-    """Interrupt the cell ``key`` if it runs on this worker (called through ``client.run``)."""
-    return _processes is not None and _processes.interrupt(key)
+def interrupt_cell(key: str, grace: float) -> bool:
+    """Interrupt the cell ``key`` if it runs on this worker, and make sure it never starts here
+    later (called through ``client.run``); see :meth:`CellProcesses.interrupt`."""
+    return _pool().interrupt(key, grace)

@@ -93,35 +93,47 @@ def _kill_worker_running_the_cell(kernel, dask_processes, workers, msg_id):
 
 
 @pytest.mark.parametrize("retries", [0, 1], ids=["no-retries", "one-retry"])
-def test_worker_killed_mid_task(dask_processes, retries):
+def test_worker_killed_mid_task(dask_processes, retries, tmp_path):
     workers = {
         name: dask_processes.worker("--resources", "GPU=1", name=name) for name in ("w1", "w2")
     }
+    starts = tmp_path / "starts"
     kernel = KernelSession()
     try:
         out = kernel.run(
             "%load_ext taskcell\nimport distributed\n"
             f"client = distributed.Client({dask_processes.address!r})\nclient.wait_for_workers(2)\n"
+            "addresses = {w['name']: a for a, w in client.scheduler_info()['workers'].items()}\n"
             "outcome = 'unchanged'"
         )
         assert out.status == "ok", out.error_text
         msg_id = kernel.start(
-            f"%%task --gpu 1 --retries {retries}\nimport os, time\n"
+            f"%%task --gpu 1 --retries {retries} --name killed\nimport os, time\n"
             "where = os.environ['TASKCELL_WORKER_NAME']\n"
+            f"open({str(starts)!r}, 'a').write(where + '\\n')\n"
             "print('on', where, flush=True)\n"
             "time.sleep(8)\noutcome = 'ran on ' + where"
         )
         killed = _kill_worker_running_the_cell(kernel, dask_processes, workers, msg_id)
         out = kernel.wait(msg_id, timeout=90)
+        survivor = ({"w1", "w2"} - {killed}).pop()
         if retries == 0:
             assert out.status == "error"
+            assert out.of_type("error")[0]["content"]["ename"] == "ClusterError"
             assert "died while running this cell" in out.error_text
             assert "tcp://127.0.0.1" in out.error_text
             assert kernel.value("outcome") == "unchanged"
+            kernel.run("tasks = %tasks")
+            row = "tuple(tasks[tasks.cell == 'killed'][['worker', 'state']].iloc[0])"
+            assert kernel.value(row) == (kernel.value(f"addresses[{killed!r}]"), "lost")
+            # Dask gives a task whose worker died to another worker; taskcell never starts it.
+            kernel.run("%%task --gpu 1\nimport os\nnext_on = os.environ['TASKCELL_WORKER_NAME']")
+            assert kernel.value("next_on") == survivor
+            assert starts.read_text() == f"{killed}\n"
         else:
             assert out.status == "ok", out.error_text
-            survivor = ({"w1", "w2"} - {killed}).pop()
             assert kernel.value("outcome") == f"ran on {survivor}"
+            assert starts.read_text() == f"{killed}\n{survivor}\n"
     finally:
         kernel.stop()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import textwrap
-import time
 
 import pytest
 
@@ -100,20 +99,27 @@ def test_last_expression_is_out_and_semicolon_hides_it(gpu_kernel):
     assert hidden.status == "ok" and hidden.result is None
 
 
-def test_output_streams_while_the_cell_runs(gpu_kernel):
-    out = gpu_kernel.run(
-        cell("""
+def test_output_streams_while_the_cell_runs(gpu_kernel, tmp_path):
+    go = tmp_path / "go"
+    msg_id = gpu_kernel.start(
+        cell(f"""
         %%task
-        import time
-        for i in range(4):
-            print("tick", i, flush=True)
-            time.sleep(0.5)
+        import os, time
+        print("tick", flush=True)
+        while not os.path.exists({str(go)!r}):  # the test answers once it has seen the tick
+            time.sleep(0.05)
+        print("tock")
     """)
     )
+    seen = ""
+    while "tick" not in seen:
+        msg = gpu_kernel.client.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+            seen += msg["content"]["text"]
+    go.touch()
+    out = gpu_kernel.wait(msg_id)
     assert out.status == "ok", out.error_text
-    ticks = [m for m in out.of_type("stream") if "tick" in m["content"]["text"]]
-    assert "tick 0" in ticks[0]["content"]["text"]
-    assert out.messages[-1]["received"] - ticks[0]["received"] > 1.0
+    assert seen + out.stdout == "tick\ntock\n"
 
 
 def test_display_output_appears(gpu_kernel):
@@ -149,9 +155,7 @@ def test_bad_options_are_usage_errors_and_nothing_runs(gpu_kernel, line, words):
 
 
 def test_infeasible_request_fails_at_once_with_the_shortfall(gpu_kernel):
-    started = time.monotonic()
-    out = gpu_kernel.run("%%task --gpu 4\nx = 1")
-    assert time.monotonic() - started < 5
+    out = gpu_kernel.run("%%task --gpu 4\nx = 1", timeout=30)  # never waits in no-worker
     assert out.status == "error"
     assert "asks GPU=4" in out.error_text and "the most any worker has is 2" in out.error_text
 
@@ -173,15 +177,20 @@ def test_gpu_tasks_see_only_their_own_devices(gpu_kernel):
 
 def test_interrupt_stops_the_task_and_frees_its_resources(gpu_kernel):
     gpu_kernel.run("slept = 'no'")
-    msg_id = gpu_kernel.start("%%task --gpu 2\nimport time\ntime.sleep(60)\nslept = 'yes'")
-    time.sleep(3)
+    msg_id = gpu_kernel.start(
+        "%%task --gpu 2\nimport time\nprint('started', flush=True)\ntime.sleep(60)\nslept = 'yes'"
+    )
+    seen = ""
+    while "started" not in seen:
+        msg = gpu_kernel.client.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+            seen += msg["content"]["text"]
     gpu_kernel.manager.interrupt_kernel()
     out = gpu_kernel.wait(msg_id, timeout=30)
     assert out.status == "error" and "KeyboardInterrupt" in out.error_text
-    freed = time.monotonic()
-    again = gpu_kernel.run("%%task --gpu 2\nok = 1")
+    # The GPUs are free again: a cell asking for both runs (it would wait behind the sleep).
+    again = gpu_kernel.run("%%task --gpu 2\nok = 1", timeout=30)
     assert again.status == "ok", again.error_text
-    assert time.monotonic() - freed < 5
     assert gpu_kernel.value("slept") == "no"
 
 
@@ -289,14 +298,6 @@ def test_gpus_reserved_through_resources_are_visible(gpu_kernel):
     )
     assert out.status == "ok", out.error_text
     assert gpu_kernel.value("via_extra") in ("0", "1")
-
-
-def test_an_input_that_cannot_travel_is_named_and_nothing_runs(gpu_kernel):
-    gpu_kernel.run("import threading\nguard = threading.Lock()\ntouched = False")
-    out = gpu_kernel.run("%%task\ntouched = True\nheld = guard")
-    assert "UsageError" in out.stderr
-    assert "input 'guard' (lock) cannot be sent to a worker" in out.stderr
-    assert gpu_kernel.value("touched") is False
 
 
 def test_a_queued_cell_says_what_it_waits_for_then_where_it_runs(gpu_kernel):

@@ -1,0 +1,296 @@
+"""``%%task`` keeps the user's work when things go wrong: interrupts, dead workers, lost or
+frozen schedulers, cells that will not stop, inputs that cannot travel.
+
+Real kernels (interrupted as JupyterLab does, through the kernel manager), real scheduler and
+worker processes. Nothing here waits a fixed time: each step waits for what it needs to see.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+
+import pytest
+from conftest import KernelSession
+
+pytestmark = pytest.mark.slow
+
+
+def cell(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+def wait_for_text(kernel: KernelSession, msg_id: str, text: str, timeout: float = 60) -> None:
+    """Read the execution's output until ``text`` has been printed (however it is chunked)."""
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        msg = kernel.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+            seen += msg["content"]["text"]
+
+
+def wait_until(predicate, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def connected_kernel(address: str, *setup: str) -> KernelSession:
+    kernel = KernelSession()
+    out = kernel.run(
+        "%load_ext taskcell\nimport dask, distributed\n"
+        f"distributed.Client({address!r}).wait_for_workers(1)\n"
+        f"%task_cluster {address}\n" + "\n".join(setup)
+    )
+    assert out.status == "ok", out.error_text
+    return kernel
+
+
+@pytest.fixture
+def embedded_kernel():
+    """A kernel with no cluster configured: the first %%task starts the embedded cluster."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    kernel = KernelSession(env=env | {"DASK_TASKCELL__EMBEDDED_CLUSTER__N_WORKERS": "1"})
+    try:
+        assert kernel.run("%load_ext taskcell").status == "ok"
+        yield kernel
+    finally:
+        kernel.stop()
+
+
+def test_interrupt_on_the_embedded_cluster_stops_only_the_cell(embedded_kernel):
+    kernel = embedded_kernel
+    kernel.run("slept = 'no'")
+    msg_id = kernel.start(
+        "%%task\nimport time\nprint('started', flush=True)\ntime.sleep(60)\nslept = 'yes'"
+    )
+    wait_for_text(kernel, msg_id, "started")
+    kernel.manager.interrupt_kernel()
+    out = kernel.wait(msg_id)
+    errors = out.of_type("error")
+    assert errors[0]["content"]["ename"] == "KeyboardInterrupt"
+    assert len(errors[0]["content"]["traceback"]) == 1, errors[0]["content"]["traceback"]
+    assert "taskcell" not in out.stderr
+    assert kernel.value("slept") == "no"
+    assert "(1 workers)" in kernel.value("get_ipython().run_line_magic('task_cluster', '')")
+    again = kernel.run("%%task\nafter = 'ran'")
+    assert again.status == "ok", again.error_text
+    assert kernel.value("after") == "ran"
+
+
+def test_a_chosen_cluster_that_goes_away_is_named_and_used_again_when_back(dask_processes):
+    dask_processes.worker(name="first")
+    kernel = connected_kernel(dask_processes.address)
+    try:
+        assert kernel.run("%%task\nx = 1").status == "ok"
+        for proc in dask_processes.procs:
+            proc.kill()
+            proc.wait()
+        out = kernel.run("%%task\nimport os\nx = os.environ['TASKCELL_WORKER_NAME']")
+        assert out.status == "error"
+        assert f"cannot reach the scheduler at {dask_processes.address}" in out.error_text
+        assert kernel.value("x") == 1
+
+        dask_processes.start_scheduler()
+        dask_processes.worker(name="second")
+        dask_processes.wait_for_workers(1)
+        out = kernel.run("%%task\nimport os\nx = os.environ['TASKCELL_WORKER_NAME']")
+        assert out.status == "ok", out.error_text
+        assert kernel.value("x") == "second"
+    finally:
+        kernel.stop()
+
+
+def test_a_killed_scheduler_is_named_not_called_a_cancellation(dask_processes):
+    dask_processes.worker()
+    kernel = connected_kernel(dask_processes.address, "kept = 'before'")
+    try:
+        msg_id = kernel.start("%%task\nimport time\nprint('started', flush=True)\ntime.sleep(60)")
+        wait_for_text(kernel, msg_id, "started")
+        dask_processes.scheduler.kill()
+        out = kernel.wait(msg_id)
+        assert out.of_type("error")[0]["content"]["ename"] == "ClusterError"
+        assert f"lost the scheduler at {dask_processes.address}" in out.error_text
+        assert "cancelled" not in out.error_text
+        assert kernel.value("kept") == "before"
+    finally:
+        kernel.stop()
+
+
+@pytest.fixture
+def frozen_scheduler(dask_processes):
+    """A cluster whose scheduler the test may stop with SIGSTOP; it is continued afterwards."""
+    dask_processes.worker()
+    try:
+        yield dask_processes
+    finally:
+        os.kill(dask_processes.scheduler.pid, signal.SIGCONT)
+
+
+def test_a_frozen_scheduler_ends_the_cell_after_the_timeout(frozen_scheduler):
+    kernel = connected_kernel(
+        frozen_scheduler.address, "dask.config.set({'taskcell.scheduler-timeout': '3s'})"
+    )
+    try:
+        msg_id = kernel.start("%%task\nimport time\nprint('started', flush=True)\ntime.sleep(60)")
+        wait_for_text(kernel, msg_id, "started")
+        os.kill(frozen_scheduler.scheduler.pid, signal.SIGSTOP)
+        out = kernel.wait(msg_id, timeout=90)
+        assert out.of_type("error")[0]["content"]["ename"] == "ClusterError"
+        assert f"the scheduler at {frozen_scheduler.address} has not answered" in out.error_text
+        assert "taskcell.scheduler-timeout is 3 s" in out.error_text
+    finally:
+        kernel.stop()
+
+
+def test_the_first_interrupt_ends_the_cell_whatever_the_scheduler_does(frozen_scheduler):
+    kernel = connected_kernel(
+        frozen_scheduler.address, "dask.config.set({'taskcell.scheduler-timeout': '1h'})"
+    )
+    try:
+        msg_id = kernel.start("%%task\nimport time\nprint('started', flush=True)\ntime.sleep(60)")
+        wait_for_text(kernel, msg_id, "started")
+        os.kill(frozen_scheduler.scheduler.pid, signal.SIGSTOP)
+        kernel.manager.interrupt_kernel()
+        out = kernel.wait(msg_id, timeout=90)
+        assert out.of_type("error")[0]["content"]["ename"] == "KeyboardInterrupt"
+        shown = "\n".join(str(d.get("text/plain")) for d in out.displays)
+        assert f"the scheduler at {frozen_scheduler.address} did not answer" in shown
+    finally:
+        kernel.stop()
+
+
+def test_a_cell_that_ignores_the_interrupt_is_ended_and_its_worker_shown_busy_meanwhile(
+    dask_processes, tmp_path
+):
+    dask_processes.worker("--resources", "slot=1")
+    kernel = connected_kernel(
+        dask_processes.address, "dask.config.set({'taskcell.interrupt-grace': '2s'})"
+    )
+    pid_file = tmp_path / "pid"
+    try:
+        msg_id = kernel.start(
+            cell(f"""
+            %%task --resources slot=1 --name stubborn
+            import os, signal, time
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            open({str(pid_file)!r}, "w").write(str(os.getpid()))
+            print("started", flush=True)
+            time.sleep(600)
+        """)
+        )
+        wait_for_text(kernel, msg_id, "started")
+        pid = int(pid_file.read_text())
+        kernel.manager.interrupt_kernel()
+        out = kernel.wait(msg_id)
+        assert out.of_type("error")[0]["content"]["ename"] == "KeyboardInterrupt"
+
+        from distributed import Client
+
+        with Client(dask_processes.address) as client:
+
+            def slot_in_use() -> bool:
+                return any(
+                    w["metrics"]["task_counts"].get("executing", 0)
+                    for w in client.scheduler_info()["workers"].values()
+                ) or any(client.processing().values())
+
+            while True:  # the scheduler never calls the worker free while the cell still runs
+                in_use = slot_in_use()
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                assert in_use, "the cell's process still runs but its worker is shown free"
+                time.sleep(0.1)
+        again = kernel.run("%%task --resources slot=1\nafter = 'ran'")
+        assert again.status == "ok", again.error_text
+        kernel.run("tasks = %tasks")
+        assert ("stubborn", "interrupted") in kernel.value("list(zip(tasks.cell, tasks.state))")
+    finally:
+        kernel.stop()
+
+
+def test_errors_carry_the_users_exception_name_and_the_cells_number(dask_processes):
+    dask_processes.worker()
+    kernel = connected_kernel(dask_processes.address)
+    try:
+        out = kernel.run("%%task\nvalue = 1\nraise ValueError('bad batch')")
+        error = out.of_type("error")[0]["content"]
+        assert error["ename"] == "ValueError"
+        count = out.of_type("execute_input")[0]["content"]["execution_count"]
+        assert f'<cell In[{count}]>", line 3' in "\n".join(error["traceback"])
+        kernel.run("tasks = %tasks")
+        assert f"cell-{count}" in kernel.value("list(tasks.cell)")
+        caught = kernel.run(
+            "try:\n    get_ipython().run_cell_magic('task', '', 'raise KeyError(3)')\n"
+            "except KeyError:\n    print('caught as KeyError')"
+        )
+        assert "caught as KeyError" in caught.stdout
+    finally:
+        kernel.stop()
+
+
+def test_ten_thousand_prints_arrive_whole_in_order_in_few_events(dask_processes):
+    dask_processes.worker()
+    kernel = connected_kernel(dask_processes.address)
+    try:
+        out = kernel.run("%%task\nfor i in range(10_000):\n    print('line', i)")
+        assert out.status == "ok", out.error_text
+        assert out.stdout == "".join(f"line {i}\n" for i in range(10_000))
+        from distributed import Client
+
+        with Client(dask_processes.address) as client:
+            events = [
+                event
+                for topic in client.get_events().values()
+                for _, event in topic
+                if isinstance(event, dict) and event.get("kind") == "stream"
+            ]
+        assert 0 < len(events) < 1_000
+    finally:
+        kernel.stop()
+
+
+@pytest.mark.parametrize(
+    "setup, kind",
+    [
+        ("value = threading.Lock()", "lock"),
+        ("value = [threading.Lock(), bytes(2 * 2**20)]", "list"),
+        ("value = Rebuilt()", "Rebuilt"),
+        ("value = Rebuilt(2 * 2**20)", "Rebuilt"),
+    ],
+    ids=["unpicklable", "unpicklable-large", "does-not-unpickle", "does-not-unpickle-large"],
+)
+def test_an_input_that_cannot_travel_is_named_in_one_line_and_nothing_runs(
+    dask_processes, setup, kind
+):
+    dask_processes.worker()
+    kernel = connected_kernel(
+        dask_processes.address,
+        cell("""
+            import threading
+            def refuse(size):
+                raise RuntimeError("cannot be rebuilt")
+            class Rebuilt:
+                def __init__(self, size=10):
+                    self.data = bytes(size)
+                def __reduce__(self):
+                    return refuse, (len(self.data),)
+            touched = False
+        """),
+    )
+    try:
+        kernel.run(setup)
+        out = kernel.run("%%task\ntouched = True\nheld = value")
+        error = out.of_type("error")[0]["content"]
+        assert error["ename"] == "InputError"
+        assert len(error["traceback"]) == 1, error["traceback"]
+        assert f"input 'value' ({kind}) cannot be sent to a worker" in error["traceback"][0]
+        assert kernel.value("touched") is False
+    finally:
+        kernel.stop()
