@@ -78,14 +78,11 @@ def run(main: Callable[[], Any], scheduler: str | None = None) -> Any:
     object
         What ``main()`` returns.
     """
-    import dask.config
-
     from taskcell.cluster import connect
 
     try:
         if scheduler:
-            with dask.config.set({"scheduler-address": scheduler}):
-                connect.current_client()
+            connect.use_address(scheduler)
         return main()
     finally:
         connect.close()

@@ -104,7 +104,10 @@ def _count_start(worker: Any, job: CellJob) -> None:
             f"worker {earlier[-1]} died while running this cell; it was not started again "
             f"(--retries {job.retries}). Nothing was written back."
         )
-    sync(worker.loop, worker.scheduler.set_metadata, keys=keys, value=[*earlier, worker.address])
+    # Sent without waiting for the answer: only a start after this worker died reads it.
+    worker.loop.add_callback(
+        worker.scheduler.set_metadata, keys=keys, value=[*earlier, worker.address]
+    )
 
 
 def _report(worker: Any, job: CellJob, /, **event: Any) -> None:
