@@ -38,7 +38,7 @@ class CellProcess:
             env=env,
         )
         theirs.close()
-        self.channel = Channel(ours)
+        self.channel = Channel(ours, keeps_values=True)
 
     def send(self, message: object) -> None:
         self.channel.send(message)

@@ -208,6 +208,22 @@ def test_large_result_stays_remote_and_next_cell_uses_it(gpu_kernel):
         gpu_kernel.run("dask.config.set({'taskcell.result-threshold': '64MiB'})")
 
 
+def test_a_cell_changing_a_remote_value_changes_only_its_own_copy(gpu_kernel):
+    gpu_kernel.run("import dask; dask.config.set({'taskcell.result-threshold': '1MiB'})")
+    try:
+        made = gpu_kernel.run("%%task\nimport numpy as np\nzeros = np.zeros(2**20)")
+        assert made.status == "ok", made.error_text
+        assert gpu_kernel.value("type(zeros).__name__") == "RemoteValue"
+        out = gpu_kernel.run("%%task\nzeros[:] = 7\nchanged = float(zeros.sum())")
+        assert out.status == "ok", out.error_text
+        assert gpu_kernel.value("changed") == 7 * 2**20
+        again = gpu_kernel.run("%%task\nunchanged = float(zeros.sum())")
+        assert again.status == "ok", again.error_text
+        assert gpu_kernel.value("unchanged") == 0.0
+    finally:
+        gpu_kernel.run("dask.config.set({'taskcell.result-threshold': '64MiB'})")
+
+
 def test_tasks_lists_this_kernels_tasks(gpu_kernel):
     out = gpu_kernel.run("%%task --name tagged\nq = 1")
     assert out.status == "ok", out.error_text

@@ -1,0 +1,74 @@
+"""The wire between a worker and its cell processes: large values as shared memory."""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+from taskcell.runner.wire import SHARE_MIN, Channel
+
+
+@pytest.fixture
+def ends():
+    """The worker's end (keeps values) and the cell process's end of one socket pair."""
+    ours, theirs = socket.socketpair()
+    worker, cell = Channel(ours, keeps_values=True), Channel(theirs)
+    yield worker, cell
+    worker.close()
+    cell.close()
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def passed(sender: Channel, receiver: Channel, message: object) -> object:
+    """``message`` sent on one end and received on the other (a thread sends: the socket's
+    buffer holds less than a large message)."""
+    thread = threading.Thread(target=sender.send, args=(message,))
+    thread.start()
+    try:
+        return receiver.receive()
+    finally:
+        thread.join()
+
+
+def test_small_and_large_values_arrive_equal(ends):
+    worker, cell = ends
+    small, large = np.arange(10), np.arange(SHARE_MIN // 8 * 3, dtype=np.float64)
+    kind, outputs, text = passed(cell, worker, ("done", {"small": small, "large": large}, "text"))
+    assert kind == "done" and text == "text"
+    np.testing.assert_array_equal(outputs["small"], small)
+    np.testing.assert_array_equal(outputs["large"], large)
+
+
+def test_a_kept_value_passed_to_a_later_cell_is_its_own_copy_on_write(ends):
+    worker, cell = ends
+    kept = passed(cell, worker, np.zeros(SHARE_MIN))  # a cell's large result, kept by the worker
+    seen = passed(worker, cell, {"big": kept})["big"]  # a later cell reads it
+    seen[0] = 7  # and changes it
+    assert seen[0] == 7
+    assert kept[0] == 0
+    assert passed(worker, cell, {"big": kept})["big"][0] == 0
+
+
+def test_a_kept_value_frees_its_segment_when_dropped(ends):
+    worker, cell = ends
+    before = open_fds()
+    kept = passed(cell, worker, np.ones(SHARE_MIN))
+    assert open_fds() > before
+    del kept
+    gc.collect()
+    assert open_fds() == before
+
+
+def test_many_large_buffers_in_one_message(ends):
+    worker, cell = ends
+    arrays = [np.full(SHARE_MIN // 8, i, dtype=np.float64) for i in range(100)]
+    got = passed(cell, worker, arrays)
+    assert [a[0] for a in got] == list(range(100))
