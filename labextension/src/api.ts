@@ -155,6 +155,11 @@ export interface IExportRequest {
   path: string;
   /** `'dask'` when left out. */
   target?: ExportTarget;
+  /**
+   * Replace a file at the module's path that taskcell did not write; without it the server
+   * answers 409 and writes nothing. A module taskcell wrote is replaced either way.
+   */
+  overwrite?: boolean;
 }
 
 /** The module written beside the notebook (`ExportResult` in `export_handler.py`). */
@@ -162,6 +167,8 @@ export interface IExportResult {
   /** Relative to the server's root, as the contents API names it. */
   path: string;
   target: ExportTarget;
+  /** Whether a file was there before: an earlier export, or any file with `overwrite`. */
+  replaced: boolean;
   /** One sentence per cell part kept only as a comment, naming the cell. */
   warnings: string[];
 }

@@ -1,8 +1,8 @@
 /**
  * "Export notebook to workflow module": the server writes the notebook's workflow module beside
  * it (`POST /taskcell/api/export`, taskcell/extension/export_handler.py), then JupyterLab opens
- * it. The command is in the palette and on every notebook's toolbar; see `exportPlugin` in
- * index.ts.
+ * it. A file there that taskcell did not write is replaced only once the user says so. The
+ * command is in the palette and on every notebook's toolbar; see `exportPlugin` in index.ts.
  */
 import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
@@ -68,10 +68,43 @@ export interface IExportSource {
 export type IModuleOpener = Pick<IDocumentManager, 'findWidget' | 'openOrReveal'>;
 
 /**
+ * Export, and when the server refuses to replace a file taskcell did not write (409), ask the
+ * user whether to replace it, then export again with `overwrite`.
+ *
+ * Resolves to the server's answer, or `null` when the user keeps the file.
+ */
+export async function exportAsking(
+  request: IExportRequest,
+  settings?: ServerConnection.ISettings
+): Promise<IExportResult | null> {
+  try {
+    return await exportNotebook(request, settings);
+  } catch (error) {
+    if (!(error instanceof ServerConnection.ResponseError) || error.response.status !== 409) {
+      throw error;
+    }
+  }
+  const module = request.path.replace(/\.ipynb$/i, '.py');
+  const answer = await showDialog({
+    title: 'Replace?',
+    body:
+      `${module} exists and was not written by taskcell. ` +
+      'Replace it with the workflow module? Its contents will be lost.',
+    buttons: [Dialog.cancelButton({ label: 'Keep it' }), Dialog.warnButton({ label: 'Replace' })],
+    defaultButton: 0 // Enter keeps the file
+  });
+  if (!answer.button.accept) {
+    return null;
+  }
+  return await exportNotebook({ ...request, overwrite: true }, settings);
+}
+
+/**
  * Save the notebook if it has unsaved changes, export it, and open the module (reloading an
  * editor that already shows it). Errors are shown in a dialog, warnings as a notification.
  *
- * Resolves to the server's answer, or `null` when the export failed.
+ * Resolves to the server's answer, or `null` when the export failed or the user kept a file
+ * taskcell did not write.
  */
 export async function exportAndOpen(
   source: IExportSource,
@@ -80,14 +113,17 @@ export async function exportAndOpen(
   settings?: ServerConnection.ISettings
 ): Promise<IExportResult | null> {
   const context = source.context;
-  let result: IExportResult;
+  let result: IExportResult | null;
   try {
     await context.ready;
     // The server exports the file on disk: it must be what the user sees.
     if (context.model.dirty) {
       await context.save();
     }
-    result = await exportNotebook({ path: context.localPath, target }, settings);
+    result = await exportAsking({ path: context.localPath, target }, settings);
+    if (result === null) {
+      return null;
+    }
     const open = docManager.findWidget(result.path, null);
     if (open && !open.context.model.dirty) {
       await open.context.revert();

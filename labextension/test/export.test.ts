@@ -14,7 +14,11 @@ const ui = vi.hoisted(() => ({
   warning: vi.fn()
 }));
 vi.mock('@jupyterlab/apputils', () => ({
-  Dialog: { okButton: () => ({}) },
+  Dialog: {
+    okButton: () => ({}),
+    cancelButton: (options: object) => ({ ...options, accept: false }),
+    warnButton: (options: object) => ({ ...options, accept: true })
+  },
   Notification: { success: ui.success, warning: ui.warning },
   showDialog: ui.showDialog,
   showErrorMessage: ui.showErrorMessage
@@ -38,7 +42,18 @@ import {
 } from '../src/export';
 
 const BASE = 'http://127.0.0.1:8888/lab-base/';
-const WRITTEN: IExportResult = { path: 'work/04-export.py', target: 'dask', warnings: [] };
+const WRITTEN: IExportResult = {
+  path: 'work/04-export.py',
+  target: 'dask',
+  replaced: false,
+  warnings: []
+};
+const HAND_WRITTEN = {
+  message:
+    "'work/04-export.py' exists and was not written by taskcell; " +
+    'send "overwrite": true to replace it',
+  reason: null
+};
 
 interface ISent {
   url: string;
@@ -49,8 +64,14 @@ interface ISent {
 
 /** A Jupyter server that answers every request with `status` and `body`, and records them. */
 function fakeServer(status: number, body: unknown, log: string[] = []) {
+  return scriptedServer([[status, body]], log);
+}
+
+/** A Jupyter server that answers the n-th request with `replies[n]` (the last one after). */
+function scriptedServer(replies: Array<[number, unknown]>, log: string[] = []) {
   const sent: ISent[] = [];
   const fetch = async (input: RequestInfo): Promise<Response> => {
+    const [status, body] = replies[Math.min(sent.length, replies.length - 1)];
     const request = input as Request;
     const text = await request.text();
     sent.push({
@@ -178,6 +199,42 @@ describe('exportAndOpen', () => {
     options.actions[0].callback(new MouseEvent('click'));
     const shown = ui.showDialog.mock.calls[0][0];
     expect(shown.body.node.textContent).toBe(warnings[0].replace('taskcell: ', ''));
+  });
+
+  it('asks before replacing a file taskcell did not write, then replaces it', async () => {
+    const log: string[] = [];
+    const { source, docs } = fakeNotebook(false, log);
+    const replaced = { ...WRITTEN, replaced: true };
+    const { settings, sent } = scriptedServer(
+      [
+        [409, HAND_WRITTEN],
+        [200, replaced]
+      ],
+      log
+    );
+    ui.showDialog.mockResolvedValueOnce({ button: { accept: true } });
+    expect(await exportAndOpen(source, docs, 'dask', settings)).toEqual(replaced);
+    expect(log).toEqual(['POST', 'POST', 'open work/04-export.py']);
+    expect(sent.map(s => s.body)).toEqual([
+      { path: 'work/04-export.ipynb', target: 'dask' },
+      { path: 'work/04-export.ipynb', target: 'dask', overwrite: true }
+    ]);
+    const asked = ui.showDialog.mock.calls[0][0];
+    expect(asked.title).toBe('Replace?');
+    expect(asked.body).toContain('work/04-export.py exists and was not written by taskcell');
+    expect(asked.buttons.map((b: { label: string }) => b.label)).toEqual(['Keep it', 'Replace']);
+    expect(ui.showErrorMessage).not.toHaveBeenCalled();
+  });
+
+  it('keeps the file, and opens nothing, when the user says so', async () => {
+    const log: string[] = [];
+    const { source, docs } = fakeNotebook(false, log);
+    const { settings } = fakeServer(409, HAND_WRITTEN, log);
+    ui.showDialog.mockResolvedValueOnce({ button: { accept: false } });
+    expect(await exportAndOpen(source, docs, 'dask', settings)).toBeNull();
+    expect(log).toEqual(['POST']);
+    expect(ui.showErrorMessage).not.toHaveBeenCalled();
+    expect(ui.success).not.toHaveBeenCalled();
   });
 
   it('shows an error in a dialog and opens nothing', async () => {

@@ -1,8 +1,10 @@
-"""``taskcell export NOTEBOOK [-o FILE] [--target dask|flyte|latch]``.
+"""``taskcell export NOTEBOOK [-o FILE] [--target dask|flyte|latch] [--force]``.
 
 Writes the workflow module beside the notebook (``NOTEBOOK.py``) unless ``-o`` says where;
-``-o -`` prints it. Nothing is written when the export fails: the error names the cell, and the
-exit status is 1 (2 for a usage error). Warnings about cells kept only as comments go to stderr.
+``-o -`` prints it. A file already there is replaced only if taskcell wrote it (its first line
+says so) or with ``--force``; the last line says whether a file was replaced. Nothing is written
+when the export fails: the error names the cell, and the exit status is 1 (2 for a usage error).
+Warnings about cells kept only as comments go to stderr.
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ import argparse
 import sys
 import warnings
 
-from taskcell.export import TARGETS, ExportError, ExportWarning, export_file, export_notebook
+from taskcell.export import (
+    TARGETS,
+    ExportWarning,
+    OverwriteError,
+    export_notebook,
+    write_module,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
         help="dask: run with taskcell on a Dask cluster (default); flyte: a Flyte 2 program; "
         "latch: Latch SDK tasks",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the output file even if taskcell did not write it (by default only an "
+        "earlier export is replaced)",
+    )
     return parser
 
 
@@ -48,16 +62,25 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.output == "-":
                 sys.stdout.write(export_notebook(args.notebook, args.target))
-                path = None
+                written = None
             else:
-                path = export_file(args.notebook, args.output, args.target)
-        except ExportError as e:
+                written = write_module(args.notebook, args.output, args.target, force=args.force)
+        except OverwriteError as e:
+            print(
+                f"taskcell export: error: {e.path} exists and was not written by taskcell "
+                "export; --force replaces it",
+                file=sys.stderr,
+            )
+            return 1
+        # ExportError is a ValueError; others come from reading what the notebook holds.
+        except (ValueError, OverflowError, OSError) as e:
             print(f"taskcell export: error: {e}", file=sys.stderr)
             return 1
         finally:
             _report(caught)
-    if path is not None:
-        print(f"wrote {path}", file=sys.stderr)
+    if written is not None:
+        replaced = " (replaced the file that was there)" if written.replaced else ""
+        print(f"wrote {written.path}{replaced}", file=sys.stderr)
     return 0
 
 

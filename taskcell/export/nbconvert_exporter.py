@@ -3,6 +3,9 @@
 Registered under the ``nbconvert.exporters`` entry point ``taskcell`` (without it,
 ``--to taskcell.export.nbconvert_exporter.TaskcellExporter`` works too). The target is a
 configurable trait: ``--TaskcellExporter.target=flyte``. Warnings go to nbconvert's log.
+
+The module begins with :data:`taskcell.export.MARKER`, as ``taskcell export`` writes it; but
+nbconvert writes its output itself and, as for every format, replaces whatever file is there.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ class TaskcellExporter(Exporter):
         resources["output_extension"] = ".py"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ExportWarning)
-            source = export_notebook(nb_copy, self.target)
+            source = export_notebook(nb_copy, self.target, name=_notebook_name(resources))
         for warning in caught:
             if issubclass(warning.category, ExportWarning):
                 self.log.warning("%s", warning.message)
@@ -48,3 +51,9 @@ class TaskcellExporter(Exporter):
                     warning.message, warning.category, warning.filename, warning.lineno
                 )
         return source, resources
+
+
+def _notebook_name(resources: dict[str, Any]) -> str | None:
+    """The notebook's file name, from the stem nbconvert keeps in ``resources``, if any."""
+    stem = (resources.get("metadata") or {}).get("name")
+    return f"{stem}.ipynb" if isinstance(stem, str) and stem else None

@@ -2,14 +2,18 @@
 
 The browser names a notebook as the contents API does (a ``/``-separated path relative to the
 server's root) and a target; the server writes ``<notebook>.py`` beside it with
-:func:`taskcell.export.export_file` and answers with the module's path, in the same terms, and
-the warnings of the export (cells kept only as comments).
+:func:`taskcell.export.write_module` and answers with the module's path, in the same terms,
+whether a file was replaced, and the warnings of the export (cells kept only as comments).
+
+A file taskcell did not write is not replaced unless the body says ``"overwrite": true``: the
+answer is a 409, on which JupyterLab asks the user. A directory in the module's place is a 400.
 
 A browser may name any path, so the path is checked against the contents manager's root with
 real (symlink-resolved) paths before anything is read: the notebook and the module both lie
 inside the root, and hidden files stay hidden unless the server allows them. The checks and
-the export are tornado-free (:func:`locate_notebook`, :func:`export_module`);
-:class:`ExportHandler` turns their errors into JSON 400 and 404 replies.
+the export are tornado-free (:func:`parse_request`, :func:`locate_notebook`,
+:func:`export_module`); :class:`ExportHandler` turns their errors into JSON 4xx replies, and
+exports in a thread, off the server's event loop.
 """
 
 from __future__ import annotations
@@ -18,15 +22,17 @@ import asyncio
 import os
 import threading
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from taskcell.extension.handlers import TaskcellHandler
+from taskcell.extension.payloads import shown
 
 if TYPE_CHECKING:
     from taskcell.export import Target
@@ -42,8 +48,53 @@ class ExportResult(TypedDict):
     path: str
     """The module written, relative to the server's root, ``/``-separated."""
     target: str
+    replaced: bool
+    """Whether a file was there before: an earlier export, or any file with ``overwrite``."""
     warnings: list[str]
     """One sentence per cell part kept only as a comment, naming the cell."""
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """A checked ``POST /taskcell/api/export`` body (``IExportRequest`` in ``api.ts``)."""
+
+    path: str
+    target: Target
+    overwrite: bool
+    """Replace a file at the module's path even if taskcell did not write it."""
+
+
+def parse_request(data: Mapping[str, Any]) -> ExportRequest:
+    """Check a request body: ``path``, and optionally ``target`` and ``overwrite``.
+
+    Raises
+    ------
+    ExportRequestError
+        An unknown field, a target not in :data:`taskcell.export.TARGETS`, or an ``overwrite``
+        that is not a boolean. The path is checked by :func:`locate_notebook`.
+    """
+    from taskcell.export import TARGETS
+
+    unknown = sorted(set(data) - {"path", "target", "overwrite"})
+    if unknown:
+        raise ExportRequestError(
+            f"unknown field(s) {', '.join(repr(f[:40]) for f in unknown[:5])}; "
+            "the export takes 'path', 'target' and 'overwrite'"
+        )
+    target = data.get("target", "dask")
+    if target not in TARGETS:
+        raise ExportRequestError(
+            f"'target' must be one of {', '.join(map(repr, TARGETS))}, got {shown(target)}"
+        )
+    overwrite = data.get("overwrite", False)
+    if not isinstance(overwrite, bool):
+        raise ExportRequestError(f"'overwrite' must be true or false, got {shown(overwrite)}")
+    path = data.get("path")
+    if not isinstance(path, str) or not path.strip("/ "):
+        raise ExportRequestError(
+            f"'path' must be the notebook's path relative to the server's root, got {shown(path)}"
+        )
+    return ExportRequest(path=path, target=target, overwrite=overwrite)
 
 
 @dataclass(frozen=True)
@@ -55,7 +106,7 @@ class NotebookLocation:
     module_api_path: str
 
 
-def locate_notebook(root: str | os.PathLike[str], path: object) -> NotebookLocation:
+def locate_notebook(root: str | os.PathLike[str], path: str) -> NotebookLocation:
     """Resolve a contents-API path to a notebook inside ``root``, and its module beside it.
 
     Parameters
@@ -72,40 +123,57 @@ def locate_notebook(root: str | os.PathLike[str], path: object) -> NotebookLocat
     Raises
     ------
     ExportRequestError
-        ``path`` is not a relative ``.ipynb`` path, or it or its module lies outside ``root``
-        once symlinks are resolved.
+        ``path`` is not a relative ``.ipynb`` path a file can have, it or its module lies
+        outside ``root`` once symlinks are resolved, or the module's place is not a file.
     FileNotFoundError
         No file at ``path``.
     """
-    if not isinstance(path, str) or not path.strip("/ "):
-        raise ExportRequestError(
-            f"'path' must be the notebook's path relative to the server's root, got {path!r}"
-        )
     if "\0" in path:
-        raise ExportRequestError(f"'path' must not contain a NUL character, got {path!r}")
+        raise ExportRequestError(f"'path' must not contain a NUL character, got {shown(path)}")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ExportRequestError(
+            f"'path' must be text a file name can hold (no lone surrogates), got {shown(path)}"
+        ) from None
     api_path = PurePosixPath(path)
     if api_path.is_absolute() or os.path.isabs(path):
         raise ExportRequestError(
-            f"'path' must be relative to the server's root, got the absolute path {path!r}"
+            f"'path' must be relative to the server's root, got the absolute path {shown(path)}"
         )
     if api_path.suffix.lower() != ".ipynb":
-        raise ExportRequestError(f"'path' must name a notebook (.ipynb), got {path!r}")
+        raise ExportRequestError(f"'path' must name a notebook (.ipynb), got {shown(path)}")
     real_root = Path(root).resolve()
     given = real_root.joinpath(*api_path.parts)
-    notebook = given.resolve()
     module = given.with_suffix(".py")
-    if not (notebook.is_relative_to(real_root) and module.resolve().is_relative_to(real_root)):
-        raise ExportRequestError(f"'path' must lie inside the server's root, got {path!r}")
-    if not notebook.is_file():
-        raise FileNotFoundError(f"no notebook at {path!r}")
-    return NotebookLocation(notebook, module, str(api_path.with_suffix(".py")))
+    try:
+        notebook, module_real = given.resolve(), module.resolve()
+        found = notebook.is_file()
+        blocked = module.exists() and not module.is_file()
+    except RuntimeError:  # Python 3.11's resolve() on a symlink loop
+        raise ExportRequestError(f"'path' runs into a symlink loop, got {shown(path)}") from None
+    except OSError as e:  # a name too long, say
+        raise ExportRequestError(
+            f"'path' cannot name a file here ({e.strerror}), got {shown(path)}"
+        ) from None
+    if not (notebook.is_relative_to(real_root) and module_real.is_relative_to(real_root)):
+        raise ExportRequestError(f"'path' must lie inside the server's root, got {shown(path)}")
+    if not found:
+        raise FileNotFoundError(f"no notebook at {shown(path)}")
+    module_api_path = str(api_path.with_suffix(".py"))
+    if blocked:
+        raise ExportRequestError(
+            f"cannot write the module {shown(module_api_path)}: a directory or another "
+            "non-file is in its place; rename or move it"
+        )
+    return NotebookLocation(notebook, module, module_api_path)
 
 
 # warnings.catch_warnings swaps process-wide state, so one export records at a time.
 _recording = threading.Lock()
 
 
-def export_module(location: NotebookLocation, target: Target) -> ExportResult:
+def export_module(location: NotebookLocation, target: Target, overwrite: bool) -> ExportResult:
     """Write the workflow module beside the notebook; nothing is written if the export fails.
 
     Parameters
@@ -114,22 +182,26 @@ def export_module(location: NotebookLocation, target: Target) -> ExportResult:
         From :func:`locate_notebook`.
     target
         One of :data:`taskcell.export.TARGETS`.
+    overwrite
+        Replace a file at the module's path even if taskcell did not write it.
 
     Returns
     -------
     ExportResult
-        The module's path and the export's warnings.
+        The module's path, whether a file was replaced, and the export's warnings.
 
     Raises
     ------
+    taskcell.export.OverwriteError
+        A file taskcell did not write is at the module's path, and ``overwrite`` is false.
     taskcell.errors.ExportError
         The notebook cannot be exported; the message names the cell.
     """
-    from taskcell.export import ExportWarning, export_file
+    from taskcell.export import ExportWarning, write_module
 
     with _recording, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ExportWarning)
-        export_file(location.notebook, location.module, target)
+        written = write_module(location.notebook, location.module, target, force=overwrite)
     # Warnings another thread raised meanwhile were recorded too: hand those back.
     for w in caught:
         if not issubclass(w.category, ExportWarning):
@@ -137,12 +209,13 @@ def export_module(location: NotebookLocation, target: Target) -> ExportResult:
     return ExportResult(
         path=location.module_api_path,
         target=target,
+        replaced=written.replaced,
         warnings=[str(w.message) for w in caught if issubclass(w.category, ExportWarning)],
     )
 
 
 class ExportHandler(TaskcellHandler):
-    """``POST {"path", "target"}`` -> :class:`ExportResult`.
+    """``POST {"path", "target", "overwrite"}`` -> :class:`ExportResult`.
 
     It reads and writes files of the server's root, so Jupyter authorizes it as a write to
     ``contents``, like saving a file.
@@ -153,30 +226,34 @@ class ExportHandler(TaskcellHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        from taskcell.export import TARGETS, ExportError
+        from taskcell.export import OverwriteError
 
-        data = self.body()
-        target = data.get("target", "dask")
-        if target not in TARGETS:
-            raise web.HTTPError(
-                400, f"'target' must be one of {', '.join(map(repr, TARGETS))}, got {target!r}"
-            )
-        path = data.get("path")
         try:
-            location = locate_notebook(self._root(), path)
+            request = parse_request(self.body())
+            location = locate_notebook(self._root(), request.path)
         except ExportRequestError as e:
             raise web.HTTPError(400, str(e)) from None
         except FileNotFoundError as e:
             raise web.HTTPError(404, str(e)) from None
-        await self._refuse_hidden(path)
+        await self._refuse_hidden(request.path)
+        module = shown(location.module_api_path)
         try:
-            result = await asyncio.to_thread(export_module, location, target)
-        except ExportError as e:
-            raise web.HTTPError(400, f"cannot export {path}: {e}") from None
-        except PermissionError:
+            result = await asyncio.to_thread(
+                export_module, location, request.target, request.overwrite
+            )
+        except OverwriteError:
             raise web.HTTPError(
-                403, f"cannot write {location.module_api_path}: permission denied"
+                409,
+                f"{module} exists and was not written by taskcell; "
+                'send "overwrite": true to replace it',
             ) from None
+        # An ExportError (a ValueError) names the cell; others come from what the cells hold.
+        except (ValueError, OverflowError) as e:
+            raise web.HTTPError(400, f"cannot export {request.path}: {e}") from None
+        except PermissionError:
+            raise web.HTTPError(403, f"cannot write {module}: permission denied") from None
+        except OSError as e:  # the disk is full, say: the server's trouble, told plainly
+            raise web.HTTPError(500, f"cannot write {module}: {e.strerror}") from None
         self.reply(result)
 
     def _root(self) -> str:
@@ -192,6 +269,6 @@ class ExportHandler(TaskcellHandler):
         if await ensure_async(manager.is_hidden(path)):
             raise web.HTTPError(
                 400,
-                f"{path!r} is hidden, and this server does not serve hidden files "
+                f"{shown(path)} is hidden, and this server does not serve hidden files "
                 "(ContentsManager.allow_hidden)",
             )

@@ -7,13 +7,16 @@ GET      /taskcell/api/clusters/<id>         a cluster's snapshot (ClusterState)
                                              ``?since=<version>&timeout=<s>`` a long poll
 GET      /taskcell/api/planner               the planner's profiles and presets
 POST     /taskcell/api/planner               a suggestion for ``{"size", "profile", "cluster"}``
-POST     /taskcell/api/export                writes ``<notebook>.py`` for ``{"path", "target"}``
+POST     /taskcell/api/export                writes ``<notebook>.py`` for ``{"path", "target",
+                                             "overwrite"}``
                                              (:mod:`~taskcell.extension.export_handler`)
 =======  ==================================  =================================================
 
 Every verb needs an authenticated user (Jupyter's token or login cookie; a POST with a cookie
-also needs Jupyter's XSRF token). Bad input is a 400, an unknown cluster a 404, both with a
-JSON ``{"message", "reason"}`` body.
+also needs Jupyter's XSRF token). Bad input is a 400 (a body over :data:`MAX_BODY`, a 413), an
+unknown cluster a 404, an export onto a file taskcell did not write a 409: each with a JSON
+``{"message", "reason"}`` body whose message names the bad value. Every input is bounded before
+work is done on it, so no request holds the server's event loop; the export runs in a thread.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ if TYPE_CHECKING:
 #: Longest wait of one long poll (seconds); browsers ask again when it ends.
 MAX_WAIT = 60.0
 DEFAULT_WAIT = 25.0
+
+#: Largest request body read (bytes); every body of this API is a few short fields.
+MAX_BODY = 64 * 1024
 
 
 class TaskcellHandler(APIHandler):
@@ -85,10 +91,16 @@ class TaskcellHandler(APIHandler):
     def body(self) -> dict[str, Any]:
         """The request's JSON object, or a 400 that says what is wrong with it."""
         raw = self.request.body or b""
+        if len(raw) > MAX_BODY:
+            raise web.HTTPError(
+                413, f"the request body must be at most {MAX_BODY} bytes, got {len(raw)}"
+            )
         try:
             data = json.loads(raw.decode("utf-8")) if raw.strip() else None
-        except (UnicodeDecodeError, ValueError) as e:
+        except (UnicodeDecodeError, ValueError) as e:  # also an integer of 4300+ digits
             raise web.HTTPError(400, f"the request body must be JSON: {e}") from None
+        except RecursionError:
+            raise web.HTTPError(400, "the request body must be JSON nested less deeply") from None
         if not isinstance(data, dict):
             raise web.HTTPError(
                 400, f"the request body must be a JSON object, got {type(data).__name__}"
@@ -121,6 +133,8 @@ class ClusterHandler(TaskcellHandler):
         raw = self.get_query_argument(name, None)
         if raw is None or raw == "":
             return default
+        if not raw.isascii():  # int() and float() read "٣" and "３" as 3
+            raise web.HTTPError(400, f"{name}= must be written in ASCII digits, got {raw!r}")
         try:
             value = kind(raw)
         except ValueError:

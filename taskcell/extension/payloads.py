@@ -65,3 +65,11 @@ class ErrorBody(TypedDict):
 
     message: str
     reason: str | None
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, cut short: a body may hold 4000 digits or a novel."""
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"

@@ -10,13 +10,21 @@ since it would let any page with a token walk the server's disk.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from taskcell.extension.payloads import shown
 from taskcell.planner.schema import Snapshot, SuggestionInfo
 
 #: Longest size string accepted; a quantity such as "12 GiB" is a dozen characters.
 MAX_TEXT = 200
+
+#: Largest size accepted, in bytes: 4 EiB, far more than any cluster holds. A bound of our own,
+#: so the planner never works with a number as large as a browser may send (``1e308``).
+MAX_SIZE = 2**62
+
+_FORMS = 'a quantity such as "12 GiB", "500M" or 500e6'
 
 
 class RequestError(ValueError):
@@ -37,9 +45,11 @@ def _text(data: dict[str, Any], name: str, required: bool) -> str | None:
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise RequestError(f"{name!r} must be a non-empty string, got {value!r}")
+        raise RequestError(f"{name!r} must be a non-empty string, got {shown(value)}")
     if len(value) > MAX_TEXT:
-        raise RequestError(f"{name!r} must be at most {MAX_TEXT} characters long")
+        raise RequestError(
+            f"{name!r} must be at most {MAX_TEXT} characters long, got {shown(value)}"
+        )
     return value.strip()
 
 
@@ -54,15 +64,17 @@ def parse_request(data: dict[str, Any]) -> SuggestRequest:
         )
     size = data.get("size")
     if isinstance(size, bool) or not isinstance(size, (str, int, float)):
-        raise RequestError(
-            f"'size' must be a quantity such as \"12 GiB\" or a number of bytes, got {size!r}"
-        )
+        raise RequestError(f"'size' must be {_FORMS} or a number of bytes, got {shown(size)}")
     if isinstance(size, str):
         nbytes = _quantity(_text(data, "size", True) or "")
-    elif not size >= 0 or size == float("inf"):
-        raise RequestError(f"'size' must be a finite, non-negative number of bytes, got {size!r}")
+    elif not 0 <= size < math.inf:
+        raise RequestError(
+            f"'size' must be a finite, non-negative number of bytes, got {shown(size)}"
+        )
     else:
         nbytes = int(size)
+    if nbytes > MAX_SIZE:
+        raise RequestError(f"'size' must be at most {MAX_SIZE} bytes (4 EiB), got {shown(size)}")
     profile = _text(data, "profile", False) or default_profile()
     cluster = _text(data, "cluster", False)
     return SuggestRequest(size=nbytes, profile=profile, cluster=cluster)
@@ -76,10 +88,8 @@ def _quantity(text: str) -> int:
         return 0
     try:
         return parse_quantity(text, "size")
-    except SpecError:
-        raise RequestError(
-            f'\'size\' must be a quantity such as "12 GiB", "500M" or 500e6, got {text!r}'
-        ) from None
+    except (SpecError, ValueError, OverflowError):
+        raise RequestError(f"'size' must be {_FORMS}, got {shown(text)}") from None
 
 
 def default_profile() -> str:
@@ -104,10 +114,9 @@ def choices() -> dict[str, Any]:
 def suggest(request: SuggestRequest, snapshot: Snapshot | None) -> SuggestionInfo:
     """The planner's suggestion; ``snapshot``'s workers say which can run it."""
     from taskcell import planner
-    from taskcell.errors import SpecError
 
     workers = snapshot["workers"] if snapshot is not None else []
     try:
         return planner.suggest(request.size, request.profile, workers).to_dict()
-    except SpecError as e:
+    except (ValueError, OverflowError) as e:  # a SpecError, or a size the planner cannot show
         raise RequestError(str(e)) from None

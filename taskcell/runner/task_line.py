@@ -2,6 +2,11 @@
 
 One parser serves the magic (whose ``%%task?`` help is this parser's help) and the exporter,
 which reads the same lines out of saved notebooks.
+
+Every option is given at most once: ``--cpu 2 --cpu 3`` is refused, not read as 3. An option's
+value may start with ``-`` (``--memory -1Gi`` reads as ``--memory=-1Gi``), so that it is refused
+by the spec with the same message as ``Resources(memory="-1Gi")``, not by argparse as a missing
+value.
 """
 
 from __future__ import annotations
@@ -9,8 +14,9 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +25,11 @@ from taskcell.spec import Environment, Resources
 
 #: The request fields a ``%%task`` line can set, in the order they are shown.
 FIELDS = ("cpu", "memory", "gpu", "disk", "shm")
+
+#: The most reruns ``--retries`` takes: a worker that dies more often is not a passing fault.
+MAX_RETRIES = 100
+
+_RETRIES_RE = re.compile(r"[0-9]{1,3}", re.ASCII)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,6 +41,26 @@ class _Parser(argparse.ArgumentParser):
         near = [m for w in words for m in difflib.get_close_matches(w, options, n=1)]
         hint = f' (did you mean "{near[0]}"?)' if near and message != " ".join(words) else ""
         raise SpecError(f"%%task: {message}{hint}\n{self.format_usage().strip()}")
+
+
+class _Once(argparse.Action):
+    """Store an option's value, refusing a second one: two values are a contradiction."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        given = namespace.__dict__.setdefault("_given", {})
+        if self.dest in given:
+            raise SpecError(
+                f"%%task: {option_string} is given twice, {given[self.dest]!r} and {values!r}; "
+                f"give it once"
+            )
+        given[self.dest] = values
+        setattr(namespace, self.dest, values)
 
 
 def _parser() -> _Parser:
@@ -45,25 +76,45 @@ def _parser() -> _Parser:
         allow_abbrev=False,
     )
     p.add_argument("preset", nargs="?", help="a preset, e.g. small_task, small_gpu_task")
-    p.add_argument("--preset", dest="preset_option", metavar="NAME", help="same as PRESET")
-    p.add_argument("--cpu", help='cores: 2, 0.5, "500m", or a request,limit pair "1,4"')
-    p.add_argument("--memory", help='bytes: 4Gi, 512Mi, 500M, 100e9, "64 GiB", or "1Gi,4Gi"')
-    p.add_argument("--gpu", help='a count (1), a type (A100:2, "A100 80G:1", L40s), A100/1g.5gb')
-    p.add_argument("--disk", help="scratch disk: 50Gi")
-    p.add_argument("--shm", help="shared memory (/dev/shm): 8Gi or auto")
+    once = {"action": _Once}
+    p.add_argument("--preset", dest="preset_option", metavar="NAME", help="same as PRESET", **once)
+    p.add_argument("--cpu", help='cores: 2, 0.5, "500m", or a request,limit pair "1,4"', **once)
+    p.add_argument(
+        "--memory", help='bytes: 4Gi, 512Mi, 500M, 100e9, "64 GiB", or "1Gi,4Gi"', **once
+    )
+    p.add_argument(
+        "--gpu", help='a count (1), a type (A100:2, "A100 80G:1", L40s), A100/1g.5gb', **once
+    )
+    p.add_argument("--disk", help="scratch disk: 50Gi", **once)
+    p.add_argument("--shm", help="shared memory (/dev/shm): 8Gi or auto", **once)
     p.add_argument(
         "--resources",
         metavar="K=V[,K=V]",
         help="any other Dask abstract resource, as `dask worker --resources` takes it",
+        **once,
     )
-    p.add_argument("--env", metavar="NAME", help="a named environment defined with %%task_env")
-    p.add_argument("--name", help="the task's name in %%tasks (default: cell-N, N its count)")
+    p.add_argument(
+        "--env", metavar="NAME", help="a named environment defined with %%task_env", **once
+    )
+    p.add_argument(
+        "--name", help="the task's name in %%tasks (default: cell-N, N its count)", **once
+    )
     p.add_argument("--bg", action="store_true", help="return at once with a handle")
-    p.add_argument("--retries", type=int, default=0, metavar="N", help="reruns if a worker dies")
+    p.add_argument(
+        "--retries",
+        default="0",
+        metavar="N",
+        help=f"reruns if a worker dies, 0 to {MAX_RETRIES}",
+        **once,
+    )
     return p
 
 
 PARSER = _parser()
+
+# Options that take a value: the word after one is its value, even when it starts with "-".
+_VALUED = frozenset(o for a in PARSER._actions if a.nargs != 0 for o in a.option_strings)
+_OPTIONS = frozenset(o for a in PARSER._actions for o in a.option_strings)
 
 
 @dataclass(frozen=True)
@@ -85,11 +136,9 @@ def parse_task_line(line: str) -> TaskLine:
         words = shlex.split(line)
     except ValueError as e:
         raise SpecError(f"%%task: cannot split the line {line!r}: {e}") from None
-    ns = PARSER.parse_args(words)
+    ns = PARSER.parse_args(_values_joined(words))
     if ns.preset and ns.preset_option and ns.preset != ns.preset_option:
         raise SpecError(f"%%task: two presets given, {ns.preset!r} and {ns.preset_option!r}")
-    if ns.retries < 0:
-        raise SpecError(f"%%task: --retries must be 0 or more, got {ns.retries}")
     return TaskLine(
         preset=ns.preset or ns.preset_option,
         fields={f: getattr(ns, f) for f in FIELDS if getattr(ns, f) is not None},
@@ -97,25 +146,57 @@ def parse_task_line(line: str) -> TaskLine:
         env=ns.env,
         name=ns.name,
         background=ns.bg,
-        retries=ns.retries,
+        retries=_retries(ns.retries),
     )
 
 
+def _values_joined(words: Sequence[str]) -> list[str]:
+    """``["--memory", "-1Gi"]`` -> ``["--memory=-1Gi"]``: argparse takes a word that starts with
+    "-" for an option, and would say only "expected one argument"; here it is the value."""
+    out: list[str] = []
+    for word in words:
+        option = word.partition("=")[0]
+        if out and out[-1] in _VALUED and word.startswith("-") and option not in _OPTIONS:
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
+def _retries(text: str) -> int:
+    """``--retries N``: a whole number from 0 to :data:`MAX_RETRIES`, in ASCII digits."""
+    if not _RETRIES_RE.fullmatch(text.strip()) or int(text) > MAX_RETRIES:
+        raise SpecError(
+            f"%%task: --retries must be 0 or more, at most {MAX_RETRIES}, written with the "
+            f"digits 0-9, such as 2, got {text!r}"
+        )
+    return int(text)
+
+
 def parse_extra(text: str) -> dict[str, float]:
-    """``"process=1,FPGA=2"`` or ``"GPU=2 MEMORY=100e9"`` -> amounts, as ``dask worker`` reads."""
-    out = {}
+    """``"process=1,FPGA=2"`` or ``"GPU=2 MEMORY=100e9"`` -> amounts, as ``dask worker`` reads.
+
+    Names and amounts are checked as ``Resources(extra=...)`` checks them; a name given twice,
+    in any case, is refused naming both.
+    """
+    pairs: dict[str, str] = {}
     for item in text.replace(",", " ").split():
         name, eq, amount = item.partition("=")
-        try:
-            out[name] = float(amount)
-        except ValueError:
-            eq = ""
-        if not eq or not name:
+        if not eq or not name or not amount:
             raise SpecError(
                 f"--resources must be NAME=NUMBER pairs separated by commas or spaces, such as "
                 f'"process=1" or "GPU=2,MEMORY=100e9", got {text!r}'
             )
-    return out
+        same = next((n for n in pairs if n.casefold() == name.casefold()), None)
+        if same is not None:
+            raise SpecError(
+                f"--resources names {same!r} twice, {same}={pairs[same]} and {item}; give it once"
+            )
+        pairs[name] = amount
+    try:
+        return dict(Resources(extra=pairs).extra)
+    except SpecError as error:
+        raise SpecError(f"--resources {text!r}: {error}") from None
 
 
 def build_request(
@@ -192,6 +273,8 @@ def is_expression(text: str) -> bool:
     """Whether ``text`` is Python that reads a name (``len(files)``), not a mistyped value."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # MemoryError, RecursionError: CPython's answer to deep nesting ("-" * 10**5 + "1");
+        # ValueError: a NUL byte, before Python 3.12.
         return False
     return any(isinstance(node, ast.Name) for node in ast.walk(tree))

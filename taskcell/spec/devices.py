@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from taskcell.errors import SpecError
-from taskcell.spec._util import did_you_mean
+from taskcell.spec._util import DECIMAL, did_you_mean, non_ascii_digits, shown
 
 KNOWN_GPUS: tuple[str, ...] = (
     "T4",
@@ -74,8 +74,14 @@ TPU_TOPOLOGIES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 )
 """The slice topologies each TPU generation supports, keyed by canonical TPU name."""
 
+MAX_DEVICES = 128
+"""The most devices (GPUs, MIG slices, other accelerators) one task may ask for: more than any
+machine holds (16 GPUs, or 112 MIG slices of them)."""
+
 _ALIASES = {"A10040G": "A100", "H10080G": "H100", "H200141G": "H200", "V5LITEPOD": "V5E"}
-_FREE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_. -]*")
+_FREE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_. -]*", re.ASCII)
+_DIGITS_RE = re.compile(r"[0-9]+", re.ASCII)
+_NUMBER_RE = re.compile(rf"[+-]?{DECIMAL}", re.ASCII)
 _DEVICE_PREFIX = "device:"
 _FORMS = (
     'a GPU count such as 1, or an accelerator such as "A100:2", "A100 80G:1", "L40s", '
@@ -107,7 +113,7 @@ def _unknown(name: str, field: str) -> SpecError:
 
 def _check_name_type(name: object, field: str, what: str) -> str:
     if not isinstance(name, str) or not name.strip():
-        raise SpecError(f"{field}= {what} must be a non-empty string, got {name!r}")
+        raise SpecError(f"{field}= {what} must be a non-empty string, got {shown(name)}")
     return name
 
 
@@ -136,11 +142,21 @@ def _tpu_name(name: object, field: str) -> str:
 
 
 def _count(quantity: object, field: str) -> int:
+    """``quantity`` checked to be a whole number of devices, 1 to :data:`MAX_DEVICES`."""
     if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 1:
         raise SpecError(
-            f"{field}= quantity must be a whole number of devices >= 1, got {quantity!r}"
+            f"{field}= quantity must be a whole number of devices >= 1, got {shown(quantity)}"
         )
+    if quantity > MAX_DEVICES:
+        raise _too_many(field, quantity)
     return quantity
+
+
+def _too_many(field: str, value: object) -> SpecError:
+    return SpecError(
+        f"{field}= must ask for at most {MAX_DEVICES} devices, got {shown(value)} "
+        f"(no machine has that many)"
+    )
 
 
 def _choice(value: object, choices: tuple[str, ...], field: str, what: str) -> str:
@@ -148,7 +164,7 @@ def _choice(value: object, choices: tuple[str, ...], field: str, what: str) -> s
         return value.strip().lower()
     hint = did_you_mean(value, choices) if isinstance(value, str) else ""
     valid = ", ".join(choices)
-    raise SpecError(f"{field}= {what} {value!r} is not valid (valid: {valid}){hint}")
+    raise SpecError(f"{field}= {what} {shown(value)} is not valid (valid: {valid}){hint}")
 
 
 def _mig(device: str | None, partition: object, field: str) -> str:
@@ -156,7 +172,7 @@ def _mig(device: str | None, partition: object, field: str) -> str:
         supported = ", ".join(MIG_PROFILES)
         on = f"on {device!r}" if device else "without a GPU device"
         raise SpecError(
-            f"{field}= MIG partition {partition!r} is not available {on}; "
+            f"{field}= MIG partition {shown(partition)} is not available {on}; "
             f"MIG partitions exist on {supported}"
         )
     return _choice(partition, MIG_PROFILES[device], field, f"{device} MIG partition")
@@ -165,7 +181,8 @@ def _mig(device: str | None, partition: object, field: str) -> str:
 def _free_name(name: object, field: str, what: str) -> str:
     if not isinstance(name, str) or not _FREE_NAME_RE.fullmatch(name.strip()):
         raise SpecError(
-            f"{field}= {what} must be a name of letters, digits, spaces and '_.-', got {name!r}"
+            f"{field}= {what} must be a name of letters, digits, spaces and '_.-', "
+            f"got {shown(name)}"
         )
     return name.strip()
 
@@ -267,15 +284,28 @@ Accelerator = GPU | TPU | Device
 
 
 def _parse_count(text: str, field: str, value: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise SpecError(f"{field}= count in {value!r} must be a whole number >= 1, got {text!r}")
-    return int(text)
+    """A count written in ``value``: ASCII digits, 1 to :data:`MAX_DEVICES` (checked by length
+    first, since ``int()`` refuses more than 4300 digits)."""
+    digits = text.lstrip("0")
+    if not _DIGITS_RE.fullmatch(text) or not digits:
+        raise SpecError(
+            f"{field}= count in {shown(value)} must be a whole number >= 1, got {shown(text)}"
+        )
+    if len(digits) > len(str(MAX_DEVICES)) or int(digits) > MAX_DEVICES:
+        raise _too_many(field, value)
+    return int(digits)
 
 
 def _parse_text(value: str, field: str) -> Accelerator | None:
+    hint = non_ascii_digits(value)
+    if hint:
+        raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)}{hint}")
     text = value.strip()
-    if text.isdigit():
-        return GPU(quantity=int(text)) if int(text) else None
+    if _DIGITS_RE.fullmatch(text):
+        return GPU(quantity=_parse_count(text, field, value)) if text.strip("0") else None
+    if _NUMBER_RE.fullmatch(text):
+        why = "a negative count" if text.startswith("-") else "a count is whole digits, such as 2"
+        raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)} ({why})")
     custom = text.casefold().startswith(_DEVICE_PREFIX)
     body = text[len(_DEVICE_PREFIX) :] if custom else text
     name, colon, count_text = body.partition(":")
@@ -283,13 +313,13 @@ def _parse_text(value: str, field: str) -> Accelerator | None:
     name, slash, partition = name.partition("/")
     part = partition.strip() if slash else None
     if not name.strip():
-        raise SpecError(f"{field}= must be {_FORMS}, got {value!r}")
+        raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)}")
     if custom:
         return Device(_free_name(name, field, "device name"), count, part)
     if _key(name) in _TPU_KEYS:
         if colon:
             raise SpecError(
-                f"{field}= TPU {value!r} takes no count; a TPU slice is chosen by its "
+                f"{field}= TPU {shown(value)} takes no count; a TPU slice is chosen by its "
                 f'topology, e.g. "V5P/2x2x1"'
             )
         device = _tpu_name(name, field)
@@ -337,11 +367,11 @@ def parse_gpu(value: object, field: str = "gpu") -> Accelerator | None:
         raise SpecError(f"{field}= must be {_FORMS}, got {value!r}")
     if isinstance(value, int):
         if value < 0:
-            raise SpecError(f"{field}= must be {_FORMS}, got {value!r} (a negative count)")
+            raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)} (a negative count)")
         return GPU(quantity=value) if value else None
     if isinstance(value, str) and value.strip():
         return _parse_text(value, field)
-    raise SpecError(f"{field}= must be {_FORMS}, got {value!r}")
+    raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)}")
 
 
 def format_gpu(accelerator: Accelerator) -> str:

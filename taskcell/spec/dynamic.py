@@ -28,7 +28,7 @@ from types import CodeType, MappingProxyType
 from typing import Any
 
 from taskcell.errors import SpecError
-from taskcell.spec._util import did_you_mean, read_number
+from taskcell.spec._util import did_you_mean, read_number, shown
 from taskcell.spec.resources import FIELDS, Resources, is_set
 
 _GIB = 1024**3
@@ -312,7 +312,8 @@ class ResourceTemplate:
                 Resources(**{name: result})
             except SpecError as error:
                 raise SpecError(
-                    f"{name}= {rule.describe()} returned {result!r}, not a valid value: {error}"
+                    f"{name}= {rule.describe()} returned {shown(result)}, "
+                    f"not a valid value: {error}"
                 ) from error
             computed[name] = result
         return self.fixed.override(Resources(**computed))
@@ -356,9 +357,12 @@ class _LatchGiB:
     zero_is_unset: bool
 
     def __call__(self, value: Any) -> Any:
-        number = None if isinstance(value, str) else read_number(value)
-        if number is None:
+        if isinstance(value, str):
             return value
+        try:
+            number = read_number(value, SpecError)
+        except SpecError:
+            return value  # not a number: Resources names what is wrong with it
         if number == 0 and self.zero_is_unset:
             return None
         return math.ceil(number * _GIB) if number > 0 else value

@@ -11,20 +11,33 @@ Accepted spellings (all give a whole, positive number of bytes):
   ``"1.5 TiB"``, ``"100B"``; the ``B`` forms are read in any case, except that a lowercase
   ``b`` after an uppercase letter (``"2Gb"``, ``"1Mib"``) means *bits* and is refused.
 
-Refused: negative, zero and fractional byte counts, NaN, bools, and single-letter suffixes in the
-wrong case (``"500m"`` is 0.5 bytes to Kubernetes, ``"2g"`` is 2 GiB to Docker), each with a
-suggestion of what was probably meant.
+Refused: negative, zero and fractional byte counts, more than :data:`MAX_BYTES`, NaN, bools,
+non-ASCII digits (``"２Gi"``), and single-letter suffixes in the wrong case (``"500m"`` is 0.5 bytes
+to Kubernetes, ``"2g"`` is 2 GiB to Docker), each with a suggestion of what was probably meant.
+
+A request's memory, disk and shm are read by :func:`parse_request_bytes`, which also refuses
+anything under :data:`MIN_REQUEST` (1Mi): no task runs in less, and a bare number that small
+(``memory=8``, 8 bytes) is a unit slip for ``"8Gi"``.
 
 Arithmetic is exact (:class:`fractions.Fraction`): ``"1.5Gi"`` is 1610612736 bytes.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
 from taskcell.errors import SpecError
-from taskcell.spec._util import DECIMAL, did_you_mean, read_number
+from taskcell.spec._util import (
+    DECIMAL,
+    MAX_AMOUNT,
+    Fail,
+    did_you_mean,
+    non_ascii_digits,
+    read_number,
+    shown,
+)
 
 _FORMS = 'a positive quantity such as "4Gi", "512Mi", "500M" or 100e9 bytes'
 
@@ -40,17 +53,25 @@ _HUMAN_SUFFIXES: dict[str, int] = {
     **{f"{p.lower()}b": n for p, n in BINARY_SUFFIXES.items()},
     **{p.lower(): n for p, n in BINARY_SUFFIXES.items()},
 }
+
+MAX_BYTES = MAX_AMOUNT
+"""The largest byte quantity read: 4Ei, more than any machine or disk a task runs on."""
+
+MIN_REQUEST = BINARY_SUFFIXES["Mi"]
+"""The smallest memory, disk or shm a request may ask for: 1Mi (see :func:`parse_request_bytes`)."""
+
 _SPELLINGS = [
     *DECIMAL_SUFFIXES,
     *BINARY_SUFFIXES,
     *(f"{p}B" for p in BINARY_SUFFIXES),
     *(f"{p.upper()}B" for p in DECIMAL_SUFFIXES),
 ]
-_QUANTITY_RE = re.compile(rf"\s*(?P<number>[+-]?{DECIMAL})\s*(?P<suffix>[A-Za-z]*)\s*")
+_QUANTITY_RE = re.compile(rf"\s*(?P<number>[+-]?{DECIMAL})\s*(?P<suffix>[A-Za-z]*)\s*", re.ASCII)
 
 
 def _fail(field: str, value: object, detail: str = "") -> SpecError:
-    return SpecError(f"{field}= must be {_FORMS}, got {value!r}{detail}")
+    hint = detail or non_ascii_digits(value)
+    return SpecError(f"{field}= must be {_FORMS}, got {shown(value)}{hint}")
 
 
 def _multiplier(suffix: str, number: str, field: str, value: object) -> int:
@@ -104,23 +125,72 @@ def parse_quantity(value: int | float | str, field: str) -> int:
     >>> parse_quantity(100e9, "memory")
     100000000000
     """
-    if isinstance(value, str):
-        match = _QUANTITY_RE.fullmatch(value)
-        if match is None:
-            raise _fail(field, value)
-        number = match["number"]
-        amount = Fraction(number) * _multiplier(match["suffix"], number, field, value)
-    else:
-        amount = read_number(value)
-        if amount is None:
-            raise _fail(field, value)
+    amount, _ = _read(value, field)
+    return _whole_bytes(amount, functools.partial(_fail, field, value))
+
+
+def _read(value: object, field: str) -> tuple[Fraction, bool]:
+    """The exact amount of bytes ``value`` stands for, and whether it was a bare number."""
+    fail: Fail = functools.partial(_fail, field, value)
+    if not isinstance(value, str):
+        return read_number(value, fail), True
+    match = _QUANTITY_RE.fullmatch(value)
+    if match is None:
+        raise fail("")
+    number, suffix = match["number"], match["suffix"]
+    return read_number(number, fail) * _multiplier(suffix, number, field, value), not suffix
+
+
+def _whole_bytes(amount: Fraction, fail: Fail) -> int:
+    """``amount`` checked to be a whole number of bytes, from 1 to :data:`MAX_BYTES`."""
     if amount < 0:
-        raise _fail(field, value, " (a negative size)")
+        raise fail(" (a negative size)")
     if amount == 0:
-        raise _fail(field, value, " (zero bytes)")
+        raise fail(" (zero bytes)")
+    if amount > MAX_BYTES:
+        raise fail(f" (more than {format_quantity(MAX_BYTES)}; no machine has that much)")
     if amount.denominator != 1:
-        raise _fail(field, value, f" ({amount} bytes is not a whole number of bytes)")
+        raise fail(" (not a whole number of bytes)")
     return int(amount)
+
+
+def parse_request_bytes(value: int | float | str, field: str) -> int:
+    """Parse a request's memory, disk or shm: :func:`parse_quantity`, and at least 1Mi.
+
+    Parameters
+    ----------
+    value : int, float or str
+        As for :func:`parse_quantity`.
+    field : str
+        ``"memory"``, ``"disk"`` or ``"shm"``, named in errors.
+
+    Returns
+    -------
+    int
+        The number of bytes, at least :data:`MIN_REQUEST`.
+
+    Raises
+    ------
+    SpecError
+        As :func:`parse_quantity`, and for less than 1Mi; a bare number (``memory=8``, which
+        Flyte refuses and a Latch user means as 8 GiB) is named a unit slip, with a suggestion.
+
+    Examples
+    --------
+    >>> parse_request_bytes("512Mi", "memory")
+    536870912
+    """
+    fail: Fail = functools.partial(_fail, field, value)
+    amount, bare = _read(value, field)
+    if bare and 0 < amount < MIN_REQUEST:
+        number = f"{float(amount):.15g}"  # 8 for 8, 8.0 and "8"; 1.5 for 1.5
+        raise fail(
+            " (a number without a unit counts bytes, and no task runs in under 1Mi;"
+            f' did you mean "{number}Gi" or "{number}Mi"?)'
+        )
+    if 0 < amount < MIN_REQUEST:
+        raise fail(" (under 1Mi; no task runs in less)")
+    return _whole_bytes(amount, fail)
 
 
 def format_quantity(n: int) -> str:

@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import Generic, TypeVar
 
 from taskcell.errors import SpecError
+from taskcell.spec._util import shown
 
 T = TypeVar("T", int, Fraction)
 
@@ -36,7 +37,7 @@ class Range(Generic[T]):
 
     def __post_init__(self) -> None:
         if self.limit < self.request:
-            raise SpecError(f"limit {self.limit!r} is below request {self.request!r}")
+            raise SpecError(f"limit {shown(self.limit)} is below request {shown(self.request)}")
 
     @property
     def is_fixed(self) -> bool:
@@ -77,12 +78,13 @@ def parse_range(
         if len(value) != 2:
             raise SpecError(
                 f"{field}= a range must be a (request, limit) pair such as "
-                f'("2Gi", "4Gi"), got {value!r}'
+                f'("2Gi", "4Gi"), got {shown(value)}'
             )
         request, limit = parse(value[0], field), parse(value[1], field)
         if limit < request:
             raise SpecError(
-                f"{field}= limit {spell(limit)!r} is below request {spell(request)!r} in {value!r}"
+                f"{field}= limit {spell(limit)!r} is below request {spell(request)!r} "
+                f"in {shown(value)}"
             )
         return Range(request, limit)
     amount = parse(value, field)

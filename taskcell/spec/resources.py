@@ -9,9 +9,16 @@ Three spellings, each read back exactly:
 - ``repr``: ``Resources(cpu=2, memory='4Gi', gpu='A100:2')`` -- what a person types.
 - :meth:`Resources.to_dict` / :meth:`Resources.from_dict`: JSON-safe canonical strings, a
   ``[request, limit]`` list for a range, numbers for ``extra``.
-- :meth:`Resources.to_options` / :meth:`Resources.from_options`: the ``%%task`` option form,
+- :meth:`Resources.to_options`: the ``%%task`` option form, read back by
+  :mod:`taskcell.runner.task_line`,
   ``--cpu 2 --memory 8Gi,32Gi --gpu "A100 80G:1" --shm auto --resources process=1``;
   a range is written ``REQUEST,LIMIT``, ``extra`` as comma-separated ``name=amount`` pairs.
+
+A request never says one thing twice: an ``extra`` resource that a field already asks for
+(``gpu=2`` with ``extra={"GPU": 1}``, ``cpu=8`` with ``{"cpu": 1}``), compared without regard to
+case with the Dask name the field is requested as, is refused naming both; so are two ``extra``
+names that differ only in case, which taskcell matches to the same advertised resource (it
+compares names without regard to case, since Dask lower-cases names set from the environment).
 """
 
 from __future__ import annotations
@@ -24,25 +31,37 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from taskcell.errors import SpecError
-from taskcell.spec._util import did_you_mean, read_number
+from taskcell.spec._util import (
+    MAX_AMOUNT,
+    did_you_mean,
+    non_ascii_digits,
+    read_number,
+    shown,
+)
 from taskcell.spec.cpu import format_cpu, parse_cpu
 from taskcell.spec.devices import GPU, Accelerator, format_gpu, parse_gpu
-from taskcell.spec.quantity import format_quantity, parse_quantity
+from taskcell.spec.quantity import format_quantity, parse_request_bytes
 from taskcell.spec.ranges import Range, parse_range
 
 FIELDS: tuple[str, ...] = ("cpu", "memory", "gpu", "disk", "shm", "extra")
 """The fields of :class:`Resources`, in the order they are shown."""
 
-# %%task option -> Resources field.
-_EXTRA_NAME_RE = re.compile(r"[A-Za-z0-9_.:/+-]+")
+_EXTRA_NAME_RE = re.compile(r"[A-Za-z0-9_.:/+-]+", re.ASCII)
 _EXTRA_FORMS = "a mapping of resource names to positive numbers such as {'process': 1}"
+
+DASK_NAMES: Mapping[str, str] = MappingProxyType(
+    {"cpu": "CPU", "memory": "MEMORY", "gpu": "GPU", "disk": "DISK", "shm": "SHM"}
+)
+"""The Dask resource each field is requested as (``taskcell.cluster.names``, which the spec
+cannot import); ``gpu`` only when it holds a :class:`~taskcell.spec.devices.GPU`."""
+_FIELD_OF = {name.casefold(): field for field, name in DASK_NAMES.items()}
 
 
 # Fields that take a (request, limit) range: how to read and how to write one side.
 _RANGED: dict[str, tuple[Callable[[Any, str], Any], Callable[[Any], str]]] = {
     "cpu": (parse_cpu, format_cpu),
-    "memory": (parse_quantity, format_quantity),
-    "disk": (parse_quantity, format_quantity),
+    "memory": (parse_request_bytes, format_quantity),
+    "disk": (parse_request_bytes, format_quantity),
 }
 
 
@@ -58,29 +77,49 @@ def _shm(value: object) -> int | Literal["auto"] | None:
     if isinstance(value, str) and not any(c.isdigit() for c in value):
         hint = did_you_mean(value.strip(), ["auto"])
         raise SpecError(
-            f'shm= must be "auto" or a positive quantity such as "8Gi", got {value!r}{hint}'
+            f'shm= must be "auto" or a positive quantity such as "8Gi", got {shown(value)}{hint}'
         )
-    return parse_quantity(value, "shm")
+    return parse_request_bytes(value, "shm")
 
 
 def _extra(value: object) -> Mapping[str, int | float]:
     if value is None:
         value = {}
     if not isinstance(value, Mapping):
-        raise SpecError(f"extra= must be {_EXTRA_FORMS}, got {value!r}")
+        raise SpecError(f"extra= must be {_EXTRA_FORMS}, got {shown(value)}")
     checked: dict[str, int | float] = {}
+    folded: dict[str, str] = {}
     for name, amount in value.items():
         if not isinstance(name, str) or not _EXTRA_NAME_RE.fullmatch(name):
             raise SpecError(
-                f"extra= resource names are letters, digits and '_.:/+-', got {name!r} in {value!r}"
+                f"extra= resource names are letters, digits and '_.:/+-', "
+                f"got {shown(name)} in {shown(value)}"
             )
-        number = read_number(amount)
-        if number is None or number <= 0:
+        if name.casefold() in folded:
             raise SpecError(
-                f"extra= {name!r} must be a positive number such as 1 or 70e9, got {amount!r}"
+                f"extra= names {folded[name.casefold()]!r} and {name!r} differ only in case; "
+                f"taskcell reads them as one resource, so give it once"
             )
-        checked[name] = int(number) if number.denominator == 1 else float(number)
+        folded[name.casefold()] = name
+        checked[name] = _extra_amount(name, amount)
     return MappingProxyType(dict(sorted(checked.items())))
+
+
+def _extra_amount(name: str, amount: object) -> int | float:
+    """One ``extra`` amount: positive, at most :data:`MAX_AMOUNT`, an int when whole."""
+
+    def fail(detail: str) -> SpecError:
+        return SpecError(
+            f"extra= {name!r} must be a positive number such as 1 or 70e9, "
+            f"got {shown(amount)}{detail or non_ascii_digits(amount)}"
+        )
+
+    number = read_number(amount, fail)
+    if number <= 0:
+        raise fail(" (not more than zero)")
+    if number > MAX_AMOUNT:
+        raise fail(f" (more than 2**62, about {float(MAX_AMOUNT):.1e}; no machine has that much)")
+    return int(number) if number.denominator == 1 else float(number)
 
 
 def is_set(value: object) -> bool:
@@ -97,18 +136,21 @@ class Resources:
     Parameters
     ----------
     cpu : int, float, str or (request, limit), optional
-        Cores: ``2``, ``0.5``, ``"1.5"``, ``"500m"``, ``("2", "8")``.
+        Cores: ``2``, ``0.5``, ``"1.5"``, ``"500m"``, ``("2", "8")``; at most 10**6.
     memory : int, float, str or (request, limit), optional
-        Bytes: ``"4Gi"``, ``"500M"``, ``100e9``, ``"64 GiB"``, ``("8Gi", "32Gi")``.
+        Bytes: ``"4Gi"``, ``"500M"``, ``100e9``, ``"64 GiB"``, ``("8Gi", "32Gi")``; from 1Mi to
+        4Ei. A number without a unit is bytes, so ``memory=8`` is refused as a unit slip.
     gpu : int, str, GPU, TPU or Device, optional
         ``1``, ``"A100:2"``, ``"A100 80G:1"``, ``"L40s"``, ``GPU("A100", 1, "1g.5gb")``,
-        ``TPU("V5P", "2x2x1")``, ``Device("custom_accelerator", 2)``; ``0`` means none.
+        ``TPU("V5P", "2x2x1")``, ``Device("custom_accelerator", 2)``; ``0`` means none;
+        at most 128 devices.
     disk : int, float, str or (request, limit), optional
         Ephemeral storage in bytes, as ``memory``.
     shm : int, str or "auto", optional
-        Shared memory (``/dev/shm``) in bytes, or ``"auto"``.
+        Shared memory (``/dev/shm``) in bytes, as ``memory``, or ``"auto"``.
     extra : mapping of str to number, optional
-        Dask abstract resources, taken as written: ``{"process": 1}``, ``{"MEMORY": 70e9}``.
+        Dask abstract resources, taken as written: ``{"process": 1}``, ``{"MEMORY": 70e9}``;
+        positive, at most 2**62; not one a field above already asks for (see the module).
 
     Attributes
     ----------
@@ -122,7 +164,9 @@ class Resources:
     Raises
     ------
     SpecError
-        For any malformed field; the message names the field, the value and the accepted forms.
+        For any malformed field, or an amount beyond any machine; the message names the
+        field, the value and the accepted forms. For an ``extra`` resource a field asks for
+        too, naming both.
 
     Examples
     --------
@@ -152,6 +196,20 @@ class Resources:
         object.__setattr__(self, "disk", _range(disk, "disk"))
         object.__setattr__(self, "shm", _shm(shm))
         object.__setattr__(self, "extra", _extra(extra))
+        self._check_said_once()
+
+    def _check_said_once(self) -> None:
+        """Refuse an ``extra`` resource that a field already asks for, naming both."""
+        for name, amount in self.extra.items():
+            field = _FIELD_OF.get(name.casefold())
+            value = None if field is None else getattr(self, field)
+            if value is None or (field == "gpu" and not isinstance(value, GPU)):
+                continue
+            raise SpecError(
+                f"{field}={self._literals()[field]} and extra {name}={amount!r} both ask for "
+                f"Dask's {DASK_NAMES[field]!r} resource; ask for it once, as {field}= "
+                f"(--{field} in %%task)"
+            )
 
     def __hash__(self) -> int:
         fields = (self.cpu, self.memory, self.gpu, self.disk, self.shm)
@@ -231,7 +289,9 @@ class Resources:
             For unknown keys (named, with the nearest field) and malformed values.
         """
         if not isinstance(data, Mapping):
-            raise SpecError(f"resources must be a mapping of {', '.join(FIELDS)}, got {data!r}")
+            raise SpecError(
+                f"resources must be a mapping of {', '.join(FIELDS)}, got {shown(data)}"
+            )
         unknown = [key for key in data if key not in FIELDS]
         if unknown:
             hint = did_you_mean(str(unknown[0]), FIELDS)

@@ -5,8 +5,12 @@ reuses).
 A copy of the export demo notebook is opened and edited without saving; the command, run from
 the palette, must save it, write ``04-export.py`` beside it with the edit, and open the module in
 an editor tab. The notebook is retitled (the title is the module's docstring), again without
-saving; its toolbar button must save and export again, and the module's tab show the new title.
-Screenshots go to ``test-artifacts/``.
+saving; its toolbar button must save and export again, and the module's tab show the new title,
+with no question asked (taskcell wrote the module it replaces).
+
+A hand-written ``04-export.py`` in the module's place is replaced only once the user says so in
+the "Replace?" dialog; "Keep it", the default (Enter), leaves it byte for byte. Screenshots go
+to ``test-artifacts/``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from taskcell.export import MARKER
 
 from . import test_sidebar
 from .browser import ARTIFACTS, CHROMIUM, REPO, lab_page
@@ -107,3 +113,45 @@ def test_the_palette_command_and_the_toolbar_button_write_and_open_the_module(tm
         expect(editor).to_contain_text(RETITLED)
         expect(page.locator(".jp-Dialog")).to_have_count(0)
         page.screenshot(path=str(ARTIFACTS / "e2e-export-toolbar.png"))
+
+
+HAND_WRITTEN = b"# my own workflow, written by hand\nprint('mine')\n"
+
+
+def test_a_hand_written_module_is_replaced_only_once_the_user_says_so(tmp_path, lab):
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    from playwright.sync_api import expect
+
+    root = tmp_path / "notebooks"
+    shutil.copy(DEMO, root / DEMO.name)
+    module = root / "04-export.py"
+    module.write_bytes(HAND_WRITTEN)
+
+    with lab_page(lab, tmp_path / "chromium-profile", DEMO.name, "e2e-replace-failure.png") as page:
+        button = page.locator(".jp-NotebookPanel-toolbar .jp-taskcell-export-button")
+        expect(button, "the lab extension is not installed or not loaded").to_be_visible(
+            timeout=45_000
+        )
+        dialog = page.locator(".jp-Dialog")
+        tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="04-export.py")
+
+        button.click()
+        expect(dialog).to_have_count(1, timeout=15_000)
+        expect(dialog.locator(".jp-Dialog-header")).to_have_text("Replace?")
+        expect(dialog).to_contain_text("04-export.py exists and was not written by taskcell")
+        page.screenshot(path=str(ARTIFACTS / "e2e-export-replace.png"))
+        page.keyboard.press("Enter")  # the default answer keeps the file
+        expect(dialog).to_have_count(0)
+        expect(tab).to_have_count(0)
+        assert module.read_bytes() == HAND_WRITTEN
+
+        button.click()
+        expect(dialog).to_have_count(1, timeout=15_000)
+        dialog.locator(".jp-Dialog-button", has_text="Replace").click()
+        text = wait_for_file(module, MARKER)
+        assert text.startswith(f"{MARKER}04-export.ipynb; ") and "def main(" in text
+        expect(dialog).to_have_count(0)
+        expect(tab).to_have_count(1, timeout=15_000)
+        expect(page.get_by_text("Exported the workflow module 04-export.py")).to_be_visible()
+        assert sorted(p.name for p in root.iterdir() if p.name.endswith(".py")) == [module.name]

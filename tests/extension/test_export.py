@@ -1,5 +1,6 @@
 """``POST /taskcell/api/export`` against a real server: the module written beside the notebook,
-and every path, target and body a browser may send that must not reach a file outside the root.
+and every path, target and body a browser may send that must not reach a file outside the root;
+a file taskcell did not write is replaced only with ``"overwrite": true``.
 
 The server's root is pytest-jupyter's ``tmp_path / "root_dir"``; ``tmp_path`` itself is outside.
 """
@@ -7,6 +8,7 @@ The server's root is pytest-jupyter's ``tmp_path / "root_dir"``; ``tmp_path`` it
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from tornado.httpclient import HTTPClientError
 
-from taskcell.export import TARGETS
+from taskcell.export import MARKER, TARGETS
 
 from .test_requests import login
 
@@ -52,9 +54,15 @@ async def test_writes_the_demo_module_beside_the_notebook_and_answers_its_path(a
 
     answer = await export(api, f"work/{DEMO.name}")
 
-    assert answer == {"path": "work/04-export.py", "target": "dask", "warnings": []}
+    assert answer == {
+        "path": "work/04-export.py",
+        "target": "dask",
+        "replaced": False,
+        "warnings": [],
+    }
     module = jp_root_dir / "work" / "04-export.py"
     source = module.read_text()
+    assert source.startswith(f"{MARKER}04-export.ipynb; ")
     compile(source, str(module), "exec")
     assert "def main(" in source
     assert files(jp_root_dir) == ["work", "work/04-export.ipynb", "work/04-export.py"]
@@ -267,3 +275,152 @@ async def test_a_cookie_login_must_send_the_xsrf_token(jp_fetch, jp_serverapp, j
         headers={"Authorization": "", "Cookie": cookie, "X-XSRFToken": cookies["_xsrf"]},
     )
     assert json.loads(answer.body)["path"] == "nb.py"
+
+
+# -- replacing a file, or not ---------------------------------------------------------------
+
+HAND_WRITTEN = b"# my own workflow\r\nimport os\n\xff not even utf-8\n"
+
+
+async def test_a_file_taskcell_did_not_write_is_a_409_and_left_byte_for_byte(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir / "sub" / "nb.ipynb", "x = 1", "%%task\ny = x")
+    (jp_root_dir / "sub" / "nb.py").write_bytes(HAND_WRITTEN)
+
+    code, message = await refused(jp_fetch, {"path": "sub/nb.ipynb"})
+
+    assert (code, message) == (
+        409,
+        "'sub/nb.py' exists and was not written by taskcell; "
+        'send "overwrite": true to replace it',
+    )
+    assert (jp_root_dir / "sub" / "nb.py").read_bytes() == HAND_WRITTEN
+    assert files(jp_root_dir) == ["sub", "sub/nb.ipynb", "sub/nb.py"]
+
+
+async def test_overwrite_true_replaces_it_and_says_so(api, jp_root_dir):
+    write_notebook(jp_root_dir / "nb.ipynb", "x = 1", "%%task\ny = x")
+    (jp_root_dir / "nb.py").write_bytes(HAND_WRITTEN)
+
+    answer = await export(api, "nb.ipynb", overwrite=True)
+
+    assert answer == {"path": "nb.py", "target": "dask", "replaced": True, "warnings": []}
+    source = (jp_root_dir / "nb.py").read_text()
+    assert source.startswith(f"{MARKER}nb.ipynb; ") and "def compute_y(x):" in source
+    assert files(jp_root_dir) == ["nb.ipynb", "nb.py"]
+
+
+async def test_a_module_taskcell_wrote_is_replaced_without_overwrite(api, jp_root_dir):
+    write_notebook(jp_root_dir / "nb.ipynb", "x = 1", "%%task\ny = x")
+    assert (await export(api, "nb.ipynb"))["replaced"] is False
+    write_notebook(jp_root_dir / "nb.ipynb", "x = 1", "%%task\nz = x")
+
+    answer = await export(api, "nb.ipynb", target="flyte")
+
+    assert (answer["replaced"], answer["target"]) == (True, "flyte")
+    assert "import flyte" in (jp_root_dir / "nb.py").read_text()
+
+
+async def test_a_symlink_to_a_hand_written_file_is_refused_too(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir / "nb.ipynb", "x = 1")
+    (jp_root_dir / "mine.py").write_bytes(HAND_WRITTEN)
+    (jp_root_dir / "nb.py").symlink_to(jp_root_dir / "mine.py")
+    code, _ = await refused(jp_fetch, {"path": "nb.ipynb"})
+    assert code == 409
+    assert (jp_root_dir / "mine.py").read_bytes() == HAND_WRITTEN
+    assert (jp_root_dir / "nb.py").is_symlink()
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "overwrite"])
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+async def test_a_directory_or_fifo_in_the_modules_place_is_a_400(
+    jp_fetch, jp_root_dir, kind, overwrite
+):
+    write_notebook(jp_root_dir / "nb.ipynb", "x = 1")
+    if kind == "directory":
+        (jp_root_dir / "nb.py").mkdir()
+        (jp_root_dir / "nb.py" / "kept.txt").write_text("kept")
+    else:
+        os.mkfifo(jp_root_dir / "nb.py")
+
+    code, message = await refused(jp_fetch, {"path": "nb.ipynb", "overwrite": overwrite})
+
+    assert (code, message) == (
+        400,
+        "cannot write the module 'nb.py': a directory or another non-file is in its place; "
+        "rename or move it",
+    )
+    expected = ["nb.ipynb", "nb.py"] + (["nb.py/kept.txt"] if kind == "directory" else [])
+    assert files(jp_root_dir) == expected
+
+
+@pytest.mark.parametrize(
+    ("overwrite", "shown"),
+    [("yes", "'yes'"), (1, "1"), (None, "None"), ([], "[]")],
+    ids=["text", "number", "null", "list"],
+)
+async def test_overwrite_must_be_a_boolean(jp_fetch, jp_root_dir, overwrite, shown):
+    write_notebook(jp_root_dir / "nb.ipynb", "x = 1")
+    (jp_root_dir / "nb.py").write_bytes(HAND_WRITTEN)
+    code, message = await refused(jp_fetch, {"path": "nb.ipynb", "overwrite": overwrite})
+    assert (code, message) == (400, f"'overwrite' must be true or false, got {shown}")
+    assert (jp_root_dir / "nb.py").read_bytes() == HAND_WRITTEN
+
+
+async def test_an_unknown_field_is_a_400_naming_it(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir / "nb.ipynb", "x = 1")
+    code, message = await refused(jp_fetch, {"path": "nb.ipynb", "ovewrite": True})
+    assert (code, message) == (
+        400,
+        "unknown field(s) 'ovewrite'; the export takes 'path', 'target' and 'overwrite'",
+    )
+    assert files(jp_root_dir) == ["nb.ipynb"]
+
+
+# -- what a notebook or a path may hold ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cell", "words"),
+    [
+        ("%%task --gpu ²\ny = x", "cell 2 (%%task --gpu ²): gpu="),
+        ("%%task --memory 1e99999999\ny = x", "cell 2 (%%task --memory 1e99999999): memory="),
+        ("%%task --cpu 1e400\ny = x", "cell 2 (%%task --cpu 1e400): cpu="),
+        ("y = " + "-" * 100_000 + "x", "nested too deeply"),
+        ("y = x" + ".a" * 100_000, "nested too deeply"),
+    ],
+    ids=["superscript gpu", "huge memory", "huge cpu", "nested minus", "long attribute chain"],
+)
+async def test_a_hostile_cell_is_a_400_and_nothing_is_written(jp_fetch, jp_root_dir, cell, words):
+    write_notebook(jp_root_dir / "nb.ipynb", "x = 1", cell)
+    code, message = await refused(jp_fetch, {"path": "nb.ipynb"})
+    assert code == 400
+    assert message.startswith("cannot export nb.ipynb: ") and words in message
+    assert files(jp_root_dir) == ["nb.ipynb"]
+
+
+async def test_a_notebook_of_deeply_nested_json_is_a_400(jp_fetch, jp_root_dir):
+    (jp_root_dir / "deep.ipynb").write_text("[" * 100_000 + "]" * 100_000)
+    code, message = await refused(jp_fetch, {"path": "deep.ipynb"})
+    assert code == 400
+    assert "nested too deeply" in message
+    assert files(jp_root_dir) == ["deep.ipynb"]
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("a" * 300 + ".ipynb", "cannot name a file here (File name too long)"),
+        ("a/" * 3000 + "nb.ipynb", "cannot name a file here (File name too long)"),
+        ("x\ud800.ipynb", "no lone surrogates"),
+        ("loop.ipynb", "symlink loop"),
+        ("nb.ipynb/inner.ipynb", "no notebook at 'nb.ipynb/inner.ipynb'"),
+    ],
+    ids=["name too long", "path too long", "lone surrogate", "symlink loop", "file as folder"],
+)
+async def test_a_path_no_file_can_have_is_a_4xx(jp_fetch, jp_root_dir, path, words):
+    write_notebook(jp_root_dir / "nb.ipynb", "x = 1")
+    (jp_root_dir / "loop.ipynb").symlink_to(jp_root_dir / "loop.ipynb")
+    code, message = await refused(jp_fetch, {"path": path})
+    assert code in (400, 404)
+    assert words in message
+    assert files(jp_root_dir) == ["loop.ipynb", "nb.ipynb"]

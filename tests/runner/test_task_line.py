@@ -69,3 +69,51 @@ def test_bad_lines_name_the_option_and_the_accepted_forms(line, words):
         request(line)
     for word in words:
         assert word in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("--memory -1Gi", TaskLine(fields={"memory": "-1Gi"})),
+        ("--memory=-1Gi", TaskLine(fields={"memory": "-1Gi"})),
+        ("--cpu -1,4 --bg", TaskLine(fields={"cpu": "-1,4"}, background=True)),
+        ("--name -x small_task", TaskLine(preset="small_task", name="-x")),
+        ("--resources -x=1", TaskLine(extra={"-x": 1})),
+    ],
+    ids=["space", "equals", "range", "name", "resources"],
+)
+def test_a_value_may_start_with_a_dash(line: str, expected: TaskLine) -> None:
+    assert parse_task_line(line) == expected
+
+
+@pytest.mark.parametrize("line", ["--memory --cpu 2", "--memory --cpu=2", "--name --bg"])
+def test_an_option_after_an_option_is_still_a_missing_value(line: str) -> None:
+    with pytest.raises(SpecError, match="expected one argument"):
+        parse_task_line(line)
+
+
+@pytest.mark.parametrize(
+    ("line", "retries"), [("", 0), ("--retries 3", 3), ("--retries=100", 100)], ids=repr
+)
+def test_retries(line: str, retries: int) -> None:
+    assert parse_task_line(line).retries == retries
+
+
+@pytest.mark.parametrize("value", ["101", "２", "-1", "1.5", "9" * 5000], ids=lambda v: v[:8])
+def test_retries_refused_name_the_value_and_the_range(value: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_task_line(f"--retries {value}")
+    message = str(info.value)
+    assert "--retries must be 0 or more, at most 100" in message
+    assert repr(value)[:40] in message
+
+
+def test_resources_amounts_are_read_exactly_as_the_api_reads_them() -> None:
+    assert parse_task_line('--resources "process=1 MEMORY=70e9 x=0.5"').extra == {
+        "process": 1,
+        "MEMORY": 70 * 10**9,
+        "x": 0.5,
+    }
+    for amount in ["inf", "nan", "1_000", "0x10", "２", "-1", "1e400"]:
+        with pytest.raises(SpecError, match=r"--resources .*extra= 'x' must be a positive number"):
+            parse_task_line(f"--resources x={amount}")

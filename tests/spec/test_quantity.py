@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from taskcell.errors import SpecError
 from taskcell.spec import format_quantity, parse_quantity
+from taskcell.spec.quantity import MAX_BYTES
 
 GI = 1024**3
 
@@ -136,7 +137,7 @@ def test_format_quantity_refuses(bad: object) -> None:
         format_quantity(bad)
 
 
-@given(st.integers(min_value=1, max_value=2**80))
+@given(st.integers(min_value=1, max_value=MAX_BYTES))
 def test_format_then_parse_round_trips(n: int) -> None:
     assert parse_quantity(format_quantity(n), "memory") == n
 
