@@ -121,15 +121,13 @@ class KernelSession:
 
         extra = {"env": {**os.environ, **env}} if env else {}
         self.manager, self.client = start_new_kernel(kernel_name="python3", **extra)
+        #: Every output message read so far, whichever execution it came under: a background
+        #: thread's output comes under the cell running when it is sent.
+        self.log: list[dict] = []
 
     def run(self, code: str, timeout: float = 60) -> Execution:
         """Execute ``code`` and collect every output message it produced."""
-        result = Execution()
-        reply = self.client.execute_interactive(
-            code, timeout=timeout, output_hook=result.collect, allow_stdin=False
-        )
-        result.status = reply["content"]["status"]
-        return result
+        return self.wait(self.start(code), timeout)
 
     def start(self, code: str) -> str:
         """Send ``code`` without waiting; returns the message id."""
@@ -141,12 +139,15 @@ class KernelSession:
         deadline = time.monotonic() + timeout
         while True:
             msg = self.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+            self.log.append(msg)
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 break
             result.collect(msg)
         reply = self.client.get_shell_msg(timeout=timeout)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = self.client.get_shell_msg(timeout=timeout)
         result.status = reply["content"]["status"]
         return result
 

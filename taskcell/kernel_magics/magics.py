@@ -16,7 +16,7 @@ from IPython.core.magic import (
 from IPython.display import display, publish_display_data
 
 from taskcell.errors import SpecError
-from taskcell.runner.history import TaskHistory
+from taskcell.runner.history import kernel_history
 from taskcell.runner.task_line import PARSER, build_request, parse_task_line
 from taskcell.spec import Environment
 
@@ -53,7 +53,7 @@ class TaskMagics(Magics):
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
-        self.history = TaskHistory()
+        self.history = kernel_history()
         self.environments: dict[str, Environment] = {}
 
     @no_var_expand
@@ -136,6 +136,20 @@ class TaskMagics(Magics):
             raise UsageError(str(e)) from None
         self.environments[name] = Environment(name, request)
         return self.environments[name]
+
+    @line_magic
+    def task_cancel(self, line: str) -> None:
+        """Cancel background cells: ``%task_cancel NAME`` (a ``--name`` or ``cell-N``) or
+        ``%task_cancel all``. Each stops on its worker, frees its resources and binds nothing."""
+        from taskcell.runner.execution import cancel_background
+
+        which = line.strip()
+        if not which:
+            raise UsageError("%task_cancel takes a cell's name (its --name, or cell-N) or all")
+        cancelled = cancel_background(which)
+        if not cancelled:
+            raise UsageError(f"no background cell named {which!r} is running")
+        print(f"taskcell: cancelling {', '.join(h.record.cell for h in cancelled)}")
 
     @line_magic
     def task_cluster(self, line: str) -> str:

@@ -207,9 +207,9 @@ def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
     try:
         _follow(client, sub, out)
     except KeyboardInterrupt:
-        sub.record.finish("interrupted")
         where = _where(sub)
-        if _stop(client, sub):
+        sub.record.finish("interrupted", error=f"interrupted {where}")
+        if stop_cell(client, sub):
             out.status(f"interrupted {where}; nothing was written back")
         else:
             out.status(
@@ -217,9 +217,9 @@ def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
                 f"the cell may still run {where}; nothing was written back"
             )
         raise Interrupted(f"the cell was interrupted {where}") from None
-    except ClusterError:
-        sub.record.finish("lost")
-        _stop(client, sub)
+    except ClusterError as e:
+        sub.record.finish("lost", error=str(e))
+        stop_cell(client, sub)
         raise
     finally:
         events.forget(client, sub.job.key)
@@ -231,7 +231,7 @@ def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
 _stopping: set[Future] = set()
 
 
-def _stop(client: Client, sub: Submission) -> bool:
+def stop_cell(client: Client, sub: Submission) -> bool:
     """Stop the cell on its worker (SIGINT, then SIGTERM and SIGKILL, see
     :meth:`~taskcell.runner.processes.CellProcesses.interrupt`); a cell not started yet is
     cancelled. Waits at most a second: False if the cluster did not answer by then."""
@@ -345,12 +345,14 @@ def _result(client: Client, sub: Submission, out: Display) -> CellResult:
             result = _split_large(client, sub, threshold)
         else:
             result = sub.future.result()
-    except CellInterrupted as e:  # stopped from elsewhere: the panel, the sidebar
-        sub.record.finish("interrupted")
-        out.status(f"{e} {_where(sub)}; nothing was written back")
-        raise Interrupted(str(e)) from None
+    except CellInterrupted as e:  # cancelled: handle.cancel(), %task_cancel, the sidebar
+        sub.record.finish("cancelled", error=f"{e} {_where(sub)}")
+        out.status(f"cancelled {_where(sub)}; nothing was written back")
+        raise Interrupted(f"{e} {_where(sub)}") from None
     except BaseException as e:
-        sub.record.finish("lost" if isinstance(e, ClusterError) else "error")
+        # A CellError reads as the user's last traceback line ("ValueError: bad batch").
+        error = str(e) or type(e).__name__
+        sub.record.finish("lost" if isinstance(e, ClusterError) else "error", error=error)
         out.status(f"failed {_where(sub)} after {sub.record.elapsed():.1f} s")
         if isinstance(e, CellError):
             raise user_error(e) from None
@@ -368,16 +370,17 @@ def _cancelled(client: Client, sub: Submission, out: Display) -> BaseException:
     except Exception as e:
         reason = getattr(e, "reason", "")
     if reason == "scheduler-connection-lost":
-        sub.record.finish("lost")
         message = (
             f"lost the scheduler at {client.scheduler.address} while the cell ran "
             f"{_where(sub)}; nothing was written back"
         )
+        sub.record.finish("lost", error=message)
         out.status(message)
         return ClusterError(message)
-    sub.record.finish("interrupted")
+    message = f"the cell's task was cancelled {_where(sub)}"
+    sub.record.finish("cancelled", error=message)
     out.status(f"cancelled {_where(sub)}; nothing was written back")
-    return Interrupted(f"the cell's task was cancelled {_where(sub)}")
+    return Interrupted(message)
 
 
 def _threshold() -> int:

@@ -1,8 +1,16 @@
-"""Running a cell as a task: in the foreground, or with ``--bg`` while the notebook goes on."""
+"""Running a cell as a task: in the foreground, or with ``--bg`` while the notebook goes on.
+
+A background cell binds its names when it finishes, by two rules a user can predict: never
+over a value the user rebound after submitting it, and among several background cells binding
+one name, the one submitted last wins (whichever finishes first).
+"""
 
 from __future__ import annotations
 
+import html
+import itertools
 import threading
+import time
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +18,7 @@ from taskcell.runner.cell_task import (
     CellSource,
     Display,
     Submission,
+    stop_cell,
     submit_cell,
     wait_for_cell,
     write_back,
@@ -20,47 +29,146 @@ from taskcell.spec import Resources
 if TYPE_CHECKING:
     from distributed import Client
 
+#: The end of a background cell's output kept for its view, in characters.
+_OUTPUT_SHOWN = 20_000
+_MISSING = object()
+_order = itertools.count()
+#: name -> (order, value) of the last value a background cell bound to it.
+_bound: dict[str, tuple[int, Any]] = {}
+_bind_lock = threading.Lock()
+#: Background cells not finished yet, by key.
+_running: dict[str, BackgroundCell] = {}
+
 
 class BackgroundCell:
-    """The handle of a background cell: its state, its output so far, and why it failed."""
+    """The handle of a background cell: its state, its output so far, and why it failed.
 
-    def __init__(self, sub: Submission) -> None:
+    Shown in the notebook (its cell's ``Out``), it follows the cell live: queued, running on a
+    worker, then finished, failed with the user's traceback, or cancelled.
+    """
+
+    def __init__(self, client: Client, sub: Submission, namespace: MutableMapping[str, Any]):
         self.key = sub.job.key
         self.record = sub.record
-        self.output: list[str] = []
+        self.output = ""
         self.displays: list[dict] = []
         self.status = "submitted"
         self.error: BaseException | None = None
         self.value: Any = None
+        #: Names it did not bind because they were rebound after it was submitted.
+        self.kept: list[str] = []
+        self._client, self._sub, self._namespace = client, sub, namespace
+        self._order = next(_order)
+        self._before = {n: namespace.get(n, _MISSING) for n in (*sub.job.outputs, *sub.deleted)}
         self._done = threading.Event()
+        self._drawing = threading.Lock()  # a redraw never races the first display
+        self._shown = False
+        self._changed_at = 0.0
 
     @classmethod
     def start(
         cls, client: Client, sub: Submission, namespace: MutableMapping[str, Any]
     ) -> BackgroundCell:
         """Follow ``sub`` in a thread and bind its outputs in ``namespace`` if it succeeds."""
-        handle = cls(sub)
-        out = Display(
-            stream=lambda name, text: handle.output.append(text),
-            display=lambda data, metadata: handle.displays.append(data),
-            status=handle._set_status,
-        )
-
-        def follow() -> None:
-            try:
-                result = wait_for_cell(client, sub, out)
-                write_back(namespace, sub, result)
-                handle.value = result.value
-            except BaseException as e:
-                handle.error = e
-            finally:
-                handle._done.set()
-
-        threading.Thread(target=follow, name=f"taskcell-{handle.key}", daemon=True).start()
+        handle = cls(client, sub, namespace)
+        _running[handle.key] = handle
+        threading.Thread(target=handle._follow, name=f"taskcell-{handle.key}", daemon=True).start()
         return handle
+
+    def _follow(self) -> None:
+        out = Display(stream=self._stream, display=self._display, status=self._set_status)
+        try:
+            result = wait_for_cell(self._client, self._sub, out)
+            self._bind(result)
+            self.value = result.value
+        except BaseException as e:
+            self.error = e
+        finally:
+            _running.pop(self.key, None)
+            self._done.set()
+            self._changed(force=True)
+
+    def _bind(self, result: Any) -> None:
+        """Write back the names nobody rebound since; see the module docstring."""
+        with _bind_lock:
+            for name in (*result.outputs, *self._sub.deleted):
+                now = self._namespace.get(name, _MISSING)
+                order, last = _bound.get(name, (None, _MISSING))
+                if order is not None and now is last:  # a background cell bound it
+                    unchanged = order < self._order
+                else:
+                    unchanged = now is self._before[name]
+                if not unchanged:
+                    self.kept.append(name)
+                    continue
+                if name in result.outputs:
+                    self._namespace[name] = result.outputs[name]
+                    _bound[name] = (self._order, result.outputs[name])
+                else:
+                    self._namespace.pop(name, None)
+            # Remember a value only while another background cell may bind the same name.
+            others = [h for h in _running.values() if h is not self]
+            for name in [n for n in _bound if not any(n in h._before for h in others)]:
+                del _bound[name]
+
+    def _stream(self, name: str, text: str) -> None:
+        self.output = (self.output + text)[-_OUTPUT_SHOWN:]
+        self._changed()
+
+    def _display(self, data: dict, metadata: dict) -> None:
+        self.displays.append(data)
 
     def _set_status(self, text: str) -> None:
         self.status = text
+        self._changed()
+
+    def _changed(self, force: bool = False) -> None:
+        """Redraw the handle where the notebook shows it, at most every 0.2 s until it ends."""
+        from IPython.display import update_display
+
+        with self._drawing:
+            now = time.monotonic()
+            if not self._shown or (not force and now - self._changed_at < 0.2):
+                return
+            self._changed_at = now
+            update_display(self._bundle(), raw=True, display_id=self.key)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        with self._drawing:
+            display(self._bundle(), raw=True, display_id=self.key)
+            self._shown = True
+
+    def _bundle(self) -> dict[str, str]:
+        lines = [f"taskcell: {self.record.cell}: {self._summary()}"]
+        if self.kept:
+            lines.append(
+                f"not bound, rebound since this cell was submitted: {', '.join(self.kept)}"
+            )
+        text = "\n".join(lines) + ("\n" + self.output if self.output else "")
+        failure = getattr(self.error, "traceback_text", None)
+        if failure:
+            text += "\n" + failure
+        return {"text/plain": text, "text/html": f"<pre>{html.escape(text)}</pre>"}
+
+    def _summary(self) -> str:
+        record = self.record
+        where = f" on {record.worker}" if record.worker else ""
+        if record.state == "finished" and record.usage is not None:
+            return f"done{where} in {record.usage.wall:.1f} s"
+        if record.state == "error":
+            return f"failed{where} after {record.elapsed():.1f} s: {record.error}"
+        if record.state == "cancelled":
+            return f"cancelled{where}; nothing was bound"
+        if record.state == "lost":
+            return f"lost: {record.error}"
+        return self.status
+
+    def cancel(self) -> None:
+        """Stop the cell, on its worker if it runs, and free its resources; nothing is bound."""
+        if not self.done():
+            stop_cell(self._client, self._sub)
 
     def done(self) -> bool:
         return self._done.is_set()
@@ -76,6 +184,15 @@ class BackgroundCell:
     def __repr__(self) -> str:
         why = f": {self.error}" if self.error is not None else ""
         return f"<taskcell background cell {self.record.cell!r}: {self.record.state}{why}>"
+
+
+def cancel_background(which: str) -> list[BackgroundCell]:
+    """Cancel the unfinished background cells named ``which`` (their ``--name`` or cell-N), or
+    all of them for ``"all"``; the cells cancelled."""
+    chosen = [h for h in list(_running.values()) if which in ("all", h.record.cell)]
+    for handle in chosen:
+        handle.cancel()
+    return chosen
 
 
 def run_cell_task(

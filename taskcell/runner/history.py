@@ -1,4 +1,8 @@
-"""The record of every task this kernel ran, for ``%tasks`` and for right-sizing."""
+"""The record of every task this kernel ran, for ``%tasks`` and for right-sizing.
+
+One :class:`TaskHistory` per kernel (a kernel is one process): ``%%task`` appends to it, and
+``%tasks``, the panel and the planner read it through :func:`kernel_history`.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,9 @@ if TYPE_CHECKING:
     import pandas
 
 #: queued: submitted, not started; running: a worker runs it; finished / error: it ended;
-#: interrupted: stopped by the user; lost: its worker died and no retry was left.
-State = Literal["queued", "running", "finished", "error", "interrupted", "lost"]
+#: interrupted: stopped by an interrupt; cancelled: cancelled (``handle.cancel()``,
+#: ``%task_cancel``, the panel); lost: its worker or scheduler went away.
+State = Literal["queued", "running", "finished", "error", "interrupted", "cancelled", "lost"]
 
 
 @dataclass
@@ -30,14 +35,16 @@ class TaskRecord:
     started: float | None = None
     ended: float | None = None
     usage: Usage | None = None
+    #: Why it did not finish, in one line.
+    error: str | None = None
     #: The cell body as run (after IPython's transforms); ``--preset auto`` matches on it.
     source: str = field(default="", repr=False)
 
     def start(self, worker: str) -> None:
         self.state, self.worker, self.started = "running", worker, time.time()
 
-    def finish(self, state: State, usage: Usage | None = None) -> None:
-        self.state, self.ended, self.usage = state, time.time(), usage
+    def finish(self, state: State, usage: Usage | None = None, error: str | None = None) -> None:
+        self.state, self.ended, self.usage, self.error = state, time.time(), usage, error
 
     def elapsed(self) -> float:
         """Seconds since it started (or was submitted), up to its end."""
@@ -66,12 +73,21 @@ class TaskHistory(list[TaskRecord]):
                     if r.usage and r.usage.gpu_memory is not None
                     else None
                 ),
+                "error": r.error,
                 "key": r.key,
             }
             for r in self
         ]
         columns = [
             "cell", "request", "worker", "state", "wall_s", "cores_used", "peak_memory",
-            "gpu_memory",
+            "gpu_memory", "error",
         ]  # fmt: skip
         return pd.DataFrame(rows, columns=[*columns, "key"])
+
+
+_KERNEL_HISTORY = TaskHistory()
+
+
+def kernel_history() -> TaskHistory:
+    """This kernel's task records: the one list ``%%task`` appends to and ``%tasks`` shows."""
+    return _KERNEL_HISTORY

@@ -1,0 +1,124 @@
+"""``%%task --bg``: followed live in its own output, cancelled, and bound by rules a user can
+predict. A real kernel against real scheduler and worker processes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import KernelSession
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def bg_kernel(module_dask):
+    """A kernel on a worker with six threads and one ``slot``."""
+    module_dask.worker("--nthreads", "6", "--resources", "slot=1", name="bg-worker")
+    kernel = KernelSession()
+    out = kernel.run(
+        "%load_ext taskcell\nimport distributed\n"
+        f"distributed.Client({module_dask.address!r}).wait_for_workers(1)\n"
+        f"%task_cluster {module_dask.address}"
+    )
+    assert out.status == "ok", out.error_text
+    yield kernel
+    kernel.stop()
+
+
+def views(kernel: KernelSession, key: str, until: str, timeout: float = 60) -> list[str]:
+    """The texts a background cell's output showed, from the kernel's messages (whatever
+    execution they came under), once one contains ``until``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = [
+            msg["content"]["data"]["text/plain"]
+            for msg in kernel.log
+            if msg["msg_type"] in ("display_data", "update_display_data")
+            and msg["content"].get("transient", {}).get("display_id") == key
+        ]
+        if any(until in text for text in shown):
+            return shown
+        msg = kernel.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        kernel.log.append(msg)
+
+
+def test_a_failing_background_cell_shows_the_failure_where_it_is(bg_kernel):
+    out = bg_kernel.run("%%task --bg --name boom\nprint('working')\nraise ValueError('bad batch')")
+    assert out.status == "ok", out.error_text
+    key = bg_kernel.value("_.key")
+    shown = views(bg_kernel, key, until="failed")
+    assert "taskcell: boom: failed on tcp://127.0.0.1" in shown[-1]
+    assert "ValueError: bad batch" in shown[-1] and "working" in shown[-1]
+    assert (
+        'raise ValueError("bad batch")' in shown[-1] or "raise ValueError('bad batch')" in shown[-1]
+    )
+    bg_kernel.run("tasks = %tasks")
+    row = "tuple(tasks[tasks.cell == 'boom'][['state', 'error']].iloc[-1])"
+    assert bg_kernel.value(row) == ("error", "ValueError: bad batch")
+
+
+def test_a_successful_background_cell_says_done(bg_kernel):
+    out = bg_kernel.run("%%task --bg --name fine\nanswer = 42")
+    key = bg_kernel.value("_.key")
+    assert out.status == "ok", out.error_text
+    shown = views(bg_kernel, key, until="done")
+    assert "taskcell: fine: done on tcp://127.0.0.1" in shown[-1]
+    assert bg_kernel.value("answer") == 42
+
+
+@pytest.mark.parametrize("how", ["handle", "magic"])
+def test_cancelling_stops_the_cell_and_frees_its_resources(bg_kernel, how, tmp_path):
+    started = tmp_path / "started"
+    bg_kernel.run("held = 'before'")
+    bg_kernel.run(
+        f"%%task --bg --name holder --resources slot=1\nimport time\n"
+        f"open({str(started)!r}, 'w').close()\ntime.sleep(600)\nheld = 'after'"
+    )
+    bg_kernel.run("holder = _")
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert time.monotonic() < deadline, "the background cell never started"
+        time.sleep(0.05)
+    cancel = "holder.cancel()" if how == "handle" else "%task_cancel holder"
+    assert bg_kernel.run(cancel).status == "ok"
+    assert bg_kernel.run("holder.wait(60)").status == "error"
+    assert bg_kernel.value("holder.record.state") == "cancelled"
+    again = bg_kernel.run("%%task --resources slot=1\nslot_free = True")
+    assert again.status == "ok", again.error_text
+    assert bg_kernel.value("held") == "before"
+
+
+def test_a_name_rebound_after_submitting_is_kept(bg_kernel, tmp_path):
+    go = tmp_path / "go"
+    bg_kernel.run("mine = 'old'")
+    bg_kernel.run(
+        f"%%task --bg --name rebinder\nimport os, time\n"
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\nmine = 'from the task'"
+    )
+    bg_kernel.run("rebinder = _\nmine = 'the user'")
+    go.touch()
+    bg_kernel.run("rebinder.wait(60)")
+    assert bg_kernel.value("mine") == "the user"
+    assert bg_kernel.value("rebinder.kept") == ["mine"]
+    shown = views(bg_kernel, bg_kernel.value("rebinder.key"), until="not bound")
+    assert "not bound, rebound since this cell was submitted: mine" in shown[-1]
+
+
+@pytest.mark.parametrize("finish_order", ["first-submitted-first", "last-submitted-first"])
+def test_among_background_cells_binding_one_name_the_last_submitted_wins(
+    bg_kernel, tmp_path, finish_order
+):
+    cells = range(5)
+    for i in cells:
+        bg_kernel.run(
+            f"%%task --bg --name writer-{i}\nimport os, time\n"
+            f"while not os.path.exists({str(tmp_path / str(i))!r}):\n    time.sleep(0.05)\n"
+            f"shared = {i}"
+        )
+        bg_kernel.run(f"writer_{i} = _")
+    order = list(cells) if finish_order == "first-submitted-first" else list(reversed(cells))
+    for i in order:  # each cell ends, and binds, before the next is let go
+        (tmp_path / str(i)).touch()
+        assert bg_kernel.run(f"writer_{i}.wait(60)").status == "ok"
+    assert bg_kernel.value("shared") == 4
