@@ -12,7 +12,6 @@ import contextlib
 import pickle
 import queue
 import sys
-import threading
 import time
 import types
 from collections.abc import Callable, MutableMapping
@@ -38,8 +37,9 @@ from taskcell.runner.analysis import analyze_cell
 from taskcell.runner.closure import function_globals, is_notebook_defined
 from taskcell.runner.history import TaskRecord
 from taskcell.runner.job import CellJob
-from taskcell.runner.remote import CellResult, interrupt_cell, run_cell
+from taskcell.runner.remote import CellResult, run_cell
 from taskcell.runner.remote_value import RemoteValue
+from taskcell.runner.stopping import stop_cell
 from taskcell.spec import Resources, parse_quantity
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
     except KeyboardInterrupt:
         where = _where(sub)
         sub.record.finish("interrupted", error=f"interrupted {where}")
-        if stop_cell(client, sub):
+        if stop_cell(client, sub.job.key, sub.future):
             out.status(f"interrupted {where}; nothing was written back")
         else:
             out.status(
@@ -219,36 +219,11 @@ def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
         raise Interrupted(f"the cell was interrupted {where}") from None
     except ClusterError as e:
         sub.record.finish("lost", error=str(e))
-        stop_cell(client, sub)
+        stop_cell(client, sub.job.key, sub.future)
         raise
     finally:
         events.forget(client, sub.job.key)
     return _result(client, sub, out)
-
-
-#: Futures of interrupted cells still running, kept until they end so that the scheduler counts
-#: their resources as used as long as their worker really is busy with them.
-_stopping: set[Future] = set()
-
-
-def stop_cell(client: Client, sub: Submission) -> bool:
-    """Stop the cell on its worker (SIGINT, then SIGTERM and SIGKILL, see
-    :meth:`~taskcell.runner.processes.CellProcesses.interrupt`); a cell not started yet is
-    cancelled. Waits at most a second: False if the cluster did not answer by then."""
-    grace = _seconds(config.get("interrupt-grace"))
-
-    def stop() -> None:
-        running = client.run(interrupt_cell, sub.job.key, grace, on_error="ignore")
-        if any(running.values()):
-            _stopping.add(sub.future)
-            sub.future.add_done_callback(_stopping.discard)
-        else:
-            sub.future.cancel()
-
-    stopper = threading.Thread(target=stop, name=f"taskcell-stop-{sub.job.key}", daemon=True)
-    stopper.start()
-    stopper.join(timeout=1)
-    return not stopper.is_alive()
 
 
 def _seconds(value: str | float) -> float:

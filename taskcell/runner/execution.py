@@ -18,12 +18,12 @@ from taskcell.runner.cell_task import (
     CellSource,
     Display,
     Submission,
-    stop_cell,
     submit_cell,
     wait_for_cell,
     write_back,
 )
 from taskcell.runner.history import TaskRecord
+from taskcell.runner.stopping import stop_cell
 from taskcell.spec import Resources
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class BackgroundCell:
     def cancel(self) -> None:
         """Stop the cell, on its worker if it runs, and free its resources; nothing is bound."""
         if not self.done():
-            stop_cell(self._client, self._sub)
+            stop_cell(self._client, self.key, self._sub.future)
 
     def done(self) -> bool:
         return self._done.is_set()
