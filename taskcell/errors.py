@@ -57,8 +57,15 @@ class CellError(TaskcellError):
         self.traceback_text = traceback_text
         self.type_name = type_name
 
+    @property
+    def summary(self) -> str:
+        """The traceback's last line: ``ValueError: bad batch``."""
+        lines = self.traceback_text.rstrip().splitlines()
+        return lines[-1] if lines else self.type_name
+
     def __str__(self) -> str:
-        return self.traceback_text.rstrip().splitlines()[-1]
+        """The message alone, as ``str()`` of the user's exception gives it: ``bad batch``."""
+        return self.summary.removeprefix(f"{self.type_name}:").strip()
 
     def _render_traceback_(self) -> list[str]:
         return self.traceback_text.rstrip("\n").splitlines()

@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import io
 import linecache
+import os
 import pickle
 import signal
 import socket
@@ -29,6 +30,8 @@ import traceback
 import types
 from collections.abc import Iterator
 from typing import Any
+
+import cloudpickle
 
 from taskcell.runner.gpu_usage import gpu_peak
 from taskcell.runner.job import CellJob, Usage
@@ -220,6 +223,17 @@ def _rebuilt(pickled: dict[str, bytes]) -> dict[str, Any]:
     return values
 
 
+def _default_client(source: str) -> None:
+    """Connect this process to its worker's scheduler once, for a cell that uses Dask's own
+    API: ``distributed.get_client()``, ``Event``, ``Queue`` and friends find no worker here."""
+    from distributed.client import _get_global_client
+
+    if "distributed" in source and _get_global_client() is None:
+        from distributed import Client
+
+        Client(os.environ["DASK_SCHEDULER_ADDRESS"], set_as_default=True)
+
+
 def run(job: CellJob, outbox: _Outbox) -> tuple:
     """Execute one cell; the reply tuple described in the module docstring."""
     namespace: dict[str, Any] = {"__name__": "__main__", "display": _display_function(outbox)}
@@ -227,6 +241,7 @@ def run(job: CellJob, outbox: _Outbox) -> tuple:
         inputs = {**_rebuilt(job.pickled), **job.inputs}
     except InputError as e:
         return ("input-error", str(e))
+    _default_client(job.source)
     namespace.update(inputs)
     _adopt(namespace, inputs)
     _peak_rss_reset()
@@ -280,9 +295,22 @@ def serve(channel: Channel) -> None:
         try:
             outbox.send(reply)
         except Exception as e:  # an output that cannot be pickled
-            channel.send(
-                ("error", f"cannot send the cell's outputs back: {e!r}\n", "PicklingError")
+            channel.send(("error", _unsendable(reply, e), "PicklingError"))
+
+
+def _unsendable(reply: tuple, error: Exception) -> str:
+    """The message for a reply that cannot be pickled, naming the output at fault."""
+    outputs = reply[1] if reply[0] == "done" else {}
+    for name, value in outputs.items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception as e:
+            return (
+                f"PicklingError: output {name!r} ({type(value).__name__}) cannot be sent back "
+                f"to the notebook: {e}. Delete it before the cell ends (del {name}), or make "
+                f"it in a plain cell.\n"
             )
+    return f"PicklingError: cannot send the cell's outputs back: {error!r}\n"
 
 
 def main() -> None:

@@ -139,7 +139,7 @@ def test_display_output_appears(gpu_kernel):
     [
         ("--gpu A100:x", ["gpu", "A100:x"]),
         ("--memory lots", ["memory", "lots", "4Gi"]),
-        ("no_such_preset", ["unknown preset", "no_such_preset"]),
+        ("no_such_preset", ["is not a known preset", "no_such_preset"]),
         ("--frobnicate 3", ["unrecognized arguments", "--frobnicate"]),
     ],
     ids=["bad-gpu", "bad-memory", "unknown-preset", "unknown-option"],
@@ -326,3 +326,27 @@ def test_a_queued_cell_says_what_it_waits_for_then_where_it_runs(gpu_kernel):
         "waiting" in s and "GPU=2" in s and "1 capable worker, all busy" in s for s in statuses
     )
     assert "ran on tcp://127.0.0.1" in statuses[-1]
+
+
+def test_dask_api_inside_a_cell_reaches_the_cluster(gpu_kernel):
+    out = gpu_kernel.run(
+        cell("""
+        %%task
+        from distributed import Event, get_client
+        flag = Event("taskcell-test-flag")
+        flag.set()
+        workers = len(get_client().scheduler_info()["workers"])
+        seen = flag.is_set()
+        del flag
+    """)
+    )
+    assert out.status == "ok", out.error_text
+    assert gpu_kernel.value("(workers, seen)") == (1, True)
+
+
+def test_an_output_that_cannot_travel_back_is_named(gpu_kernel):
+    gpu_kernel.run("kept = 'before'")
+    out = gpu_kernel.run("%%task\nimport threading\nkept = 'after'\nguard = threading.Lock()")
+    assert out.status == "error"
+    assert "output 'guard' (lock) cannot be sent back to the notebook" in out.error_text
+    assert gpu_kernel.value("kept") == "before"
