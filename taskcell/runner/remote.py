@@ -80,15 +80,24 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
             raise ClusterError(
                 f"the process running the cell on {worker.address} died (exit code {code})"
             ) from None
-    if reply[0] == "error":
-        raise CellError(reply[1], reply[2])
-    if reply[0] == "input-error":
-        raise InputError(reply[1])
-    if reply[0] == "interrupted":
-        raise CellInterrupted("the cell was interrupted")
+    if reply[0] != "done":
+        failure = _failure(reply)
+        line = failure.summary if isinstance(failure, CellError) else str(failure)
+        report(kind="failed", error=line)
+        raise failure
     _, outputs, value, usage = reply
-    report(kind="finished", sizes={name: sizeof(v) for name, v in outputs.items()})
+    sizes = {name: sizeof(v) for name, v in outputs.items()}
+    report(kind="finished", sizes=sizes, usage=dataclasses.asdict(usage))
     return CellResult(outputs, value, usage, worker.address)
+
+
+def _failure(reply: tuple) -> Exception:
+    """The exception a cell process's reply other than ``done`` stands for."""
+    if reply[0] == "error":
+        return CellError(reply[1], reply[2])
+    if reply[0] == "input-error":
+        return InputError(reply[1])
+    return CellInterrupted("the cell was interrupted")
 
 
 def _count_start(worker: Any, job: CellJob) -> None:
