@@ -1,4 +1,4 @@
-"""ruff, as configured in pyproject.toml, finds nothing to say about the code."""
+"""ruff and mypy, as configured in pyproject.toml, find nothing to say about the code."""
 
 from __future__ import annotations
 
@@ -9,17 +9,23 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def ruff(*args: str) -> subprocess.CompletedProcess:
+def run(tool: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", tool, *args], cwd=ROOT, capture_output=True, text=True
     )
 
 
 def test_ruff_check_is_clean():
-    out = ruff("check", ".")
+    out = run("ruff", "check", ".")
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_ruff_format_is_clean():
-    out = ruff("format", "--check", ".")
+    out = run("ruff", "format", "--check", ".")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_mypy_is_clean():
+    # [tool.mypy] names the files (the package) and the Python version (the oldest supported).
+    out = run("mypy")
     assert out.returncode == 0, out.stdout + out.stderr

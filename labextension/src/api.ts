@@ -1,56 +1,21 @@
 /**
  * The JSON of `/taskcell/api/`, one interface per payload.
  *
- * Mirrors `taskcell/planner/schema.py` (the snapshot) and `taskcell/extension/payloads.py`
- * (the rest); change them together.
+ * The snapshot and the planner's answer are generated from `taskcell/planner/schema.py` into
+ * `snapshot.ts` and re-exported here; the rest mirrors `taskcell/extension/payloads.py`
+ * (change them together).
  */
+import type { ISnapshot, ISuggestionInfo } from './snapshot';
 
-/** running: executing on a worker; assigned: on a worker, waiting there; queued: no worker yet. */
-export type TaskState = 'running' | 'assigned' | 'queued';
-
-/** One resource on one worker, or summed over the cluster. Never negative. */
-export interface IResourceUse {
-  resource: string;
-  total: number;
-  running: number;
-  assigned: number;
-}
-
-/** A task that holds, or waits for, resources. */
-export interface ITaskInfo {
-  key: string;
-  name: string;
-  request: Record<string, number>;
-  state: TaskState;
-  since: number;
-  worker: string | null;
-  waiting_for: string | null;
-}
-
-export interface IWorkerSnapshot {
-  address: string;
-  name: string;
-  nthreads: number;
-  /** Dask's memory limit in bytes (0: none). */
-  memory_limit: number;
-  resources: IResourceUse[];
-  /** Every running task and the ten oldest assigned ones. */
-  tasks: ITaskInfo[];
-  running_tasks: number;
-  assigned_tasks: number;
-}
-
-export interface ISnapshot {
-  scheduler: string;
-  time: number;
-  /** Grows by one with every change the scheduler publishes. */
-  seq: number;
-  workers: IWorkerSnapshot[];
-  totals: IResourceUse[];
-  /** At most 100 tasks; `queued` counts them all. */
-  queue: ITaskInfo[];
-  queued: number;
-}
+export type {
+  IResourceUse,
+  ISnapshot,
+  ISuggestionInfo,
+  ITaskInfo,
+  IWorkerSnapshot,
+  IWorkerVerdict,
+  TaskState
+} from './snapshot';
 
 /** How the server's one subscription to a scheduler stands. */
 export type LinkStatus = 'connecting' | 'connected' | 'unreachable' | 'error';
@@ -103,31 +68,6 @@ export interface ISuggestionRequest {
   cluster?: string;
 }
 
-/** Whether one live worker can run a suggested request, and if not, what it lacks. */
-export interface IWorkerVerdict {
-  address: string;
-  name: string;
-  able: boolean;
-  reason: string;
-}
-
-/** The planner's answer (`SuggestionInfo` in `taskcell/planner/schema.py`). */
-export interface ISuggestion {
-  size: number;
-  profile: string;
-  memory: number;
-  disk: number;
-  gpu: string | null;
-  /** null when no preset fits; `line` is then a custom `%%task` line, or null. */
-  preset: string | null;
-  request: Record<string, unknown> | null;
-  line: string | null;
-  fits: boolean;
-  message: string;
-  /** Empty when no cluster was named. */
-  workers: IWorkerVerdict[];
-}
-
 /** Every 4xx/5xx body. */
 export interface IErrorBody {
   message: string;
@@ -144,7 +84,7 @@ export interface IResourcesClient {
     signal?: AbortSignal
   ): Promise<IClusterState>;
   plannerChoices(): Promise<IPlannerChoices>;
-  suggest(request: ISuggestionRequest): Promise<ISuggestion>;
+  suggest(request: ISuggestionRequest): Promise<ISuggestionInfo>;
 }
 
 /** Where an exported module runs (`TARGETS` in `taskcell/export/__init__.py`). */

@@ -7,7 +7,7 @@ import type {
   IErrorBody,
   IPlannerChoices,
   IResourcesClient,
-  ISuggestion,
+  ISuggestionInfo,
   ISuggestionRequest
 } from './api';
 
@@ -39,8 +39,8 @@ export class ResourcesClient implements IResourcesClient {
     return this._request<IPlannerChoices>('planner');
   }
 
-  suggest(request: ISuggestionRequest): Promise<ISuggestion> {
-    return this._request<ISuggestion>('planner', {
+  suggest(request: ISuggestionRequest): Promise<ISuggestionInfo> {
+    return this._request<ISuggestionInfo>('planner', {
       method: 'POST',
       body: JSON.stringify(request)
     });

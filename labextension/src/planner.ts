@@ -1,7 +1,7 @@
 import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import type { IResourcesClient, ISuggestion } from './api';
+import type { IResourcesClient, ISuggestionInfo } from './api';
 import type { INotebookContext } from './panel';
 import { renderSuggestion } from './render';
 
@@ -61,7 +61,7 @@ export class PlannerForm extends Widget {
   }
 
   /** The suggestion shown now, if any. */
-  get suggestion(): ISuggestion | null {
+  get suggestion(): ISuggestionInfo | null {
     return this._suggestion;
   }
 
@@ -155,6 +155,6 @@ export class PlannerForm extends Widget {
   private _result: HTMLDivElement;
   private _insert: HTMLButtonElement;
   private _note: HTMLParagraphElement;
-  private _suggestion: ISuggestion | null = null;
+  private _suggestion: ISuggestionInfo | null = null;
   private _choicesLoaded = false;
 }

@@ -1,22 +1,12 @@
 /**
  * Snapshot -> DOM, with no JupyterLab in sight: the sidebar calls these, the unit tests too.
+ *
+ * What is shown, in which order and in which words, is `snapshotView` (`view.ts`, the same
+ * rules as the notebook panel's); this module only draws it.
  */
-import type {
-  IClusterInfo,
-  IClusterState,
-  IResourceUse,
-  ISnapshot,
-  ISuggestion,
-  ITaskInfo,
-  IWorkerSnapshot
-} from './api';
-
-/** Resources whose amounts are bytes (Kubernetes quantities on the Python side). */
-const BYTE_RESOURCES = new Set(['MEMORY', 'DISK', 'SHM']);
-const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-
-/** The most workers drawn with bars; the rest are summed in one line. */
-export const MAX_WORKER_ROWS = 50;
+import type { IClusterInfo, IClusterState, ISnapshot, ISuggestionInfo } from './api';
+import type { IBarView, IGroupView, ITaskView, IWorkerView } from './snapshot';
+import { snapshotView } from './view';
 
 function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -33,96 +23,48 @@ function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
-/** A number as people write it: `2`, `0.5`, `1.25`, never `0.30000000000000004`. */
-export function formatNumber(value: number): string {
-  if (!Number.isFinite(value)) {
-    return String(value);
-  }
-  return String(Math.round(value * 100) / 100);
-}
-
-/** An amount of `resource`: bytes in binary units, everything else as a plain number. */
-export function formatAmount(resource: string, value: number): string {
-  if (!BYTE_RESOURCES.has(resource.toUpperCase())) {
-    return formatNumber(value);
-  }
-  let unit = 0;
-  let scaled = value;
-  while (Math.abs(scaled) >= 1024 && unit < BYTE_UNITS.length - 1) {
-    scaled /= 1024;
-    unit++;
-  }
-  const digits = unit === 0 || scaled >= 100 ? 0 : 1;
-  return `${scaled.toFixed(digits)} ${BYTE_UNITS[unit]}`;
-}
-
-/** `a request` -> `GPU 1, MEMORY 4.0 GiB`. */
-export function formatRequest(request: Record<string, number>): string {
-  const parts = Object.entries(request).map(
-    ([name, amount]) => `${name} ${formatAmount(name, amount)}`
-  );
-  return parts.length ? parts.join(', ') : 'no resources';
-}
-
-/** `1 worker`, `2 workers`. */
-export function plural(n: number, word: string): string {
-  return `${n} ${word}${n === 1 ? '' : 's'}`;
-}
-
-function clamp(fraction: number): number {
-  return Math.max(0, Math.min(1, Number.isFinite(fraction) ? fraction : 0));
-}
-
-/** `1 of 2 GPU in use` (+ `, 1 waiting`): the words beside a bar. */
-export function useLabel(use: IResourceUse): string {
-  const fmt = (v: number) => formatAmount(use.resource, v);
-  let text = `${fmt(use.running)} of ${fmt(use.total)} ${use.resource} in use`;
-  if (use.assigned > 0) {
-    text += `, ${fmt(use.assigned)} waiting`;
-  }
-  return text;
-}
-
 /**
  * One resource as a bar: a solid part for what running tasks hold, a hatched part for what
  * tasks assigned to the worker and still waiting there will take.
  */
-export function renderBar(use: IResourceUse): HTMLElement {
+export function renderBar(view: IBarView): HTMLElement {
   const row = el('div', 'jp-taskcell-resource');
-  row.dataset.resource = use.resource;
-  row.dataset.running = String(use.running);
-  row.dataset.assigned = String(use.assigned);
-  row.dataset.total = String(use.total);
-  row.append(el('span', 'jp-taskcell-resource-name', use.resource));
+  row.dataset.resource = view.resource;
+  row.dataset.running = String(view.running);
+  row.dataset.assigned = String(view.assigned);
+  row.dataset.total = String(view.total);
+  row.append(el('span', 'jp-taskcell-resource-name', view.resource));
 
   const bar = el('div', 'jp-taskcell-bar');
-  const running = clamp(use.total > 0 ? use.running / use.total : 0);
-  const waiting = Math.min(clamp(use.total > 0 ? use.assigned / use.total : 0), 1 - running);
   const runningPart = el('div', 'jp-taskcell-bar-running');
-  runningPart.style.width = `${(running * 100).toFixed(1)}%`;
+  runningPart.style.width = `${(view.running_share * 100).toFixed(1)}%`;
   const assignedPart = el('div', 'jp-taskcell-bar-assigned');
-  assignedPart.style.width = `${(waiting * 100).toFixed(1)}%`;
+  assignedPart.style.width = `${(view.assigned_share * 100).toFixed(1)}%`;
   bar.append(runningPart, assignedPart);
   bar.setAttribute('role', 'meter');
   bar.setAttribute('aria-valuemin', '0');
-  bar.setAttribute('aria-valuemax', String(use.total));
-  bar.setAttribute('aria-valuenow', String(use.running));
-  bar.title = useLabel(use);
-  if (use.running + use.assigned > use.total) {
+  bar.setAttribute('aria-valuemax', String(view.total));
+  bar.setAttribute('aria-valuenow', String(view.running));
+  bar.title = view.title;
+  if (view.oversubscribed) {
     bar.classList.add('jp-taskcell-bar-oversubscribed');
   }
-  row.append(bar, el('span', 'jp-taskcell-resource-label', useLabel(use)));
+  row.append(bar, el('span', 'jp-taskcell-resource-label', view.label));
   return row;
 }
 
-function renderTask(task: ITaskInfo): HTMLElement {
+/** A task's line; `where` only outside its worker's box. */
+function renderTask(task: ITaskView, where: boolean): HTMLElement {
   const item = el('li', `jp-taskcell-task jp-taskcell-task-${task.state}`);
   item.dataset.key = task.key;
   item.append(
-    el('span', 'jp-taskcell-task-name', task.name || task.key),
-    el('span', 'jp-taskcell-task-request', formatRequest(task.request)),
-    el('span', 'jp-taskcell-task-state', task.state)
+    el('span', 'jp-taskcell-task-name', task.name),
+    el('span', 'jp-taskcell-task-request', task.request)
   );
+  if (where) {
+    item.append(el('span', 'jp-taskcell-task-where', task.where));
+  }
+  item.append(el('span', 'jp-taskcell-task-waited', task.waited));
   if (task.waiting_for) {
     item.append(el('span', 'jp-taskcell-task-reason', task.waiting_for));
   }
@@ -130,84 +72,66 @@ function renderTask(task: ITaskInfo): HTMLElement {
   return item;
 }
 
-export function renderWorker(worker: IWorkerSnapshot): HTMLElement {
+function renderTasks(tasks: ITaskView[], where: boolean): HTMLElement {
+  const list = el('ul', 'jp-taskcell-tasks');
+  tasks.forEach(task => list.append(renderTask(task, where)));
+  return list;
+}
+
+export function renderWorker(worker: IWorkerView): HTMLElement {
   const box = el('div', 'jp-taskcell-worker');
   box.dataset.address = worker.address;
   box.dataset.name = worker.name;
-  const head = el('div', 'jp-taskcell-worker-head');
-  head.append(
-    el('span', 'jp-taskcell-worker-name', worker.name || worker.address),
-    el('span', 'jp-taskcell-worker-threads', plural(worker.nthreads, 'thread'))
-  );
+  box.classList.toggle('jp-taskcell-worker-busy', worker.busy);
+  const head = el('div', 'jp-taskcell-worker-head', worker.name);
   head.title = worker.address;
-  box.append(head);
-  for (const use of worker.resources) {
-    box.append(renderBar(use));
+  box.append(head, ...worker.bars.map(renderBar));
+  if (worker.running.length) {
+    box.append(renderTasks(worker.running, false));
   }
-  if (worker.tasks.length) {
-    const list = el('ul', 'jp-taskcell-tasks');
-    const order = { running: 0, assigned: 1, queued: 2 };
-    [...worker.tasks]
-      .sort((a, b) => order[a.state] - order[b.state] || a.since - b.since)
-      .forEach(task => list.append(renderTask(task)));
-    box.append(list);
-  }
-  const listed = worker.tasks.filter(t => t.state === 'assigned').length;
-  if (worker.assigned_tasks > listed) {
-    box.append(
-      el('p', 'jp-taskcell-more', `and ${worker.assigned_tasks - listed} more waiting on this worker`)
-    );
+  const counts = [worker.more_running, worker.waiting].filter(Boolean).join(' · ');
+  if (counts) {
+    box.append(el('p', 'jp-taskcell-more', counts));
+  } else if (!worker.running.length) {
+    box.append(el('p', 'jp-taskcell-empty', 'idle'));
   }
   return box;
 }
 
-/** Busiest first, so the rows worth seeing stay on top of a long list. */
-function busiest(workers: IWorkerSnapshot[]): IWorkerSnapshot[] {
-  const load = (w: IWorkerSnapshot) =>
-    w.resources.reduce((sum, r) => sum + (r.total > 0 ? (r.running + r.assigned) / r.total : 0), 0);
-  return [...workers].sort(
-    (a, b) => load(b) - load(a) || (a.name || a.address).localeCompare(b.name || b.address)
-  );
+function renderGroup(group: IGroupView): HTMLElement {
+  const box = el('div', 'jp-taskcell-group');
+  box.append(el('h4', 'jp-taskcell-group-title', group.title));
+  group.workers.forEach(w => box.append(renderWorker(w)));
+  if (group.folded) {
+    box.append(el('p', 'jp-taskcell-more jp-taskcell-folded', group.folded));
+  }
+  return box;
 }
 
-export function renderSnapshot(snapshot: ISnapshot): HTMLElement {
+/** The snapshot as the notebook panel shows it too; `now` (Unix seconds) dates the waits. */
+export function renderSnapshot(snapshot: ISnapshot, now: number = Date.now() / 1000): HTMLElement {
+  const view = snapshotView(snapshot, now);
   const root = el('div', 'jp-taskcell-snapshot');
 
   const totals = el('section', 'jp-taskcell-totals');
-  totals.append(
-    el('h3', 'jp-taskcell-heading', `Cluster: ${plural(snapshot.workers.length, 'worker')}`)
-  );
-  snapshot.totals.forEach(use => totals.append(renderBar(use)));
+  totals.append(el('p', 'jp-taskcell-summary', view.summary), ...view.totals.map(renderBar));
   root.append(totals);
 
   const workers = el('section', 'jp-taskcell-workers');
-  workers.append(el('h3', 'jp-taskcell-heading', 'Workers'));
-  if (!snapshot.workers.length) {
-    workers.append(el('p', 'jp-taskcell-empty', 'No workers are connected to this scheduler.'));
+  if (view.no_workers) {
+    workers.append(el('p', 'jp-taskcell-empty', view.no_workers));
   }
-  const sorted = busiest(snapshot.workers);
-  sorted.slice(0, MAX_WORKER_ROWS).forEach(w => workers.append(renderWorker(w)));
-  if (sorted.length > MAX_WORKER_ROWS) {
-    const rest = sorted.length - MAX_WORKER_ROWS;
-    workers.append(
-      el('p', 'jp-taskcell-more', `and ${rest} more idle or less busy workers (see the totals)`)
-    );
-  }
+  view.groups.forEach(group => workers.append(renderGroup(group)));
   root.append(workers);
 
   const queue = el('section', 'jp-taskcell-queue');
-  queue.append(el('h3', 'jp-taskcell-heading', `Queue: ${snapshot.queued}`));
-  if (snapshot.queue.length) {
-    const list = el('ul', 'jp-taskcell-tasks');
-    snapshot.queue.forEach(task => list.append(renderTask(task)));
-    queue.append(list);
-    if (snapshot.queued > snapshot.queue.length) {
-      queue.append(
-        el('p', 'jp-taskcell-more', `and ${snapshot.queued - snapshot.queue.length} more`)
-      );
-    }
-  } else {
-    queue.append(el('p', 'jp-taskcell-empty', 'Nothing waits for a worker.'));
+  queue.append(el('h3', 'jp-taskcell-heading', view.waiting_title));
+  if (view.waiting.length) {
+    queue.append(renderTasks(view.waiting, true));
+  }
+  if (view.waiting_note) {
+    const kind = view.waiting.length ? 'jp-taskcell-more' : 'jp-taskcell-empty';
+    queue.append(el('p', kind, view.waiting_note));
   }
   root.append(queue);
   return root;
@@ -262,7 +186,7 @@ export function pickCluster(
   return clusters.find(c => c.id === chosen) ?? clusters[0] ?? null;
 }
 
-export function renderSuggestion(suggestion: ISuggestion): HTMLElement {
+export function renderSuggestion(suggestion: ISuggestionInfo): HTMLElement {
   const root = el('div', 'jp-taskcell-suggestion');
   root.dataset.preset = suggestion.preset ?? '';
   root.classList.toggle('jp-taskcell-suggestion-nofit', !suggestion.fits);

@@ -17,7 +17,12 @@ export function task(key: string, state: ITaskInfo['state'], extra: Partial<ITas
   };
 }
 
-export function worker(name: string, resources: IResourceUse[], tasks: ITaskInfo[] = []): IWorkerSnapshot {
+export function worker(
+  name: string,
+  resources: IResourceUse[],
+  tasks: ITaskInfo[] = [],
+  extra: Partial<IWorkerSnapshot> = {}
+): IWorkerSnapshot {
   return {
     address: `tcp://127.0.0.1:${4000 + name.length}`,
     name,
@@ -26,7 +31,8 @@ export function worker(name: string, resources: IResourceUse[], tasks: ITaskInfo
     resources,
     tasks,
     running_tasks: tasks.filter(t => t.state === 'running').length,
-    assigned_tasks: tasks.filter(t => t.state === 'assigned').length
+    assigned_tasks: tasks.filter(t => t.state === 'assigned').length,
+    ...extra
   };
 }
 

@@ -8,7 +8,7 @@ import type {
   IClusterState,
   IPlannerChoices,
   IResourcesClient,
-  ISuggestion,
+  ISuggestionInfo,
   ISuggestionRequest
 } from '../src/api';
 import { INotebookContext, OccupancyView, ResourcesPanel } from '../src/panel';
@@ -63,7 +63,7 @@ class FakeClient implements IResourcesClient {
     };
   }
 
-  async suggest(request: ISuggestionRequest): Promise<ISuggestion> {
+  async suggest(request: ISuggestionRequest): Promise<ISuggestionInfo> {
     this.suggestions.push(request);
     return {
       size: 2 ** 30,

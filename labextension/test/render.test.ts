@@ -1,19 +1,17 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from 'vitest';
 
-import type { IClusterInfo, ISuggestion } from '../src/api';
+import type { IClusterInfo, ISuggestionInfo } from '../src/api';
 import {
-  MAX_WORKER_ROWS,
   clusterLabel,
-  formatAmount,
   pickCluster,
   renderBar,
   renderSnapshot,
   renderState,
   renderSuggestion,
-  useLabel,
   withTaskLine
 } from '../src/render';
+import { barView, duration, showAmount } from '../src/view';
 import { gpuSnapshot, state, task, use, worker } from './fixtures';
 
 const GiB = 2 ** 30;
@@ -24,25 +22,37 @@ function widths(bar: HTMLElement): [string, string] {
   return [running.style.width, assigned.style.width];
 }
 
-describe('formatAmount', () => {
+describe('showAmount', () => {
   it.each([
     ['GPU', 1, '1'],
     ['GPU', 0.5, '0.5'],
     ['threads', 0.1 + 0.2, '0.3'],
     ['MEMORY', 512, '512 B'],
     ['MEMORY', 1.5 * GiB, '1.5 GiB'],
-    ['memory', 4 * GiB, '4.0 GiB'],
-    ['SHM', 64 * 2 ** 20, '64.0 MiB'],
+    ['memory', 4 * GiB, '4 GiB'],
+    ['SHM', 64 * 2 ** 20, '64 MiB'],
     ['DISK', 200 * GiB, '200 GiB'],
-    ['DISK', 3 * 2 ** 40, '3.0 TiB']
+    ['DISK', 3 * 2 ** 40, '3 TiB'],
+    ['DISK', 1.125 * GiB, '1.13 GiB'],
+    ['tokens', 1234567, '1234570']
   ])('%s %d -> %s', (resource, value, text) => {
-    expect(formatAmount(resource, value)).toBe(text);
+    expect(showAmount(resource, value)).toBe(text);
+  });
+
+  it.each([
+    [0, '0s'],
+    [59, '59s'],
+    [75, '1m15s'],
+    [4000, '1h06m'],
+    [-3, '0s']
+  ])('duration(%d) -> %s', (seconds, text) => {
+    expect(duration(seconds)).toBe(text);
   });
 });
 
 describe('renderBar', () => {
   it('shows one of two GPUs in use as half a bar', () => {
-    const row = renderBar(use('GPU', 2, 1));
+    const row = renderBar(barView(use('GPU', 2, 1)));
     expect(row.dataset.resource).toBe('GPU');
     expect(row.querySelector('.jp-taskcell-resource-label')!.textContent).toBe('1 of 2 GPU in use');
     expect(widths(row)).toEqual(['50.0%', '0.0%']);
@@ -50,20 +60,20 @@ describe('renderBar', () => {
   });
 
   it('tells running and assigned apart, and caps the waiting part at what is free', () => {
-    const row = renderBar(use('GPU', 2, 1, 3));
-    expect(useLabel(use('GPU', 2, 1, 3))).toBe('1 of 2 GPU in use, 3 waiting');
+    const row = renderBar(barView(use('GPU', 2, 1, 3)));
+    expect(row.textContent).toContain('1 of 2 GPU in use, 3 waiting');
     expect(widths(row)).toEqual(['50.0%', '50.0%']);
     expect(row.querySelector('.jp-taskcell-bar-oversubscribed')).not.toBeNull();
   });
 
   it('spells bytes in binary units', () => {
-    const row = renderBar(use('MEMORY', 4 * GiB, GiB, 2 * GiB));
-    expect(row.textContent).toContain('1.0 GiB of 4.0 GiB MEMORY in use, 2.0 GiB waiting');
+    const row = renderBar(barView(use('MEMORY', 4 * GiB, GiB, 2 * GiB)));
+    expect(row.textContent).toContain('1 GiB of 4 GiB MEMORY in use, 2 GiB waiting');
     expect(widths(row)).toEqual(['25.0%', '50.0%']);
   });
 
   it('draws an empty bar, not NaN, for a resource with nothing in it', () => {
-    const row = renderBar(use('GPU', 0));
+    const row = renderBar(barView(use('GPU', 0)));
     expect(widths(row)).toEqual(['0.0%', '0.0%']);
     expect(row.textContent).toContain('0 of 0 GPU in use');
   });
@@ -71,7 +81,7 @@ describe('renderBar', () => {
 
 describe('renderSnapshot', () => {
   it('draws a row per worker with a bar per resource, and its running task', () => {
-    const root = renderSnapshot(gpuSnapshot(1));
+    const root = renderSnapshot(gpuSnapshot(1), 1075);
     const box = root.querySelector<HTMLElement>('.jp-taskcell-worker[data-name="gpu-box"]')!;
     const gpu = box.querySelector<HTMLElement>('.jp-taskcell-resource[data-resource="GPU"]')!;
     expect(gpu.dataset.running).toBe('1');
@@ -80,10 +90,16 @@ describe('renderSnapshot', () => {
     const running = box.querySelectorAll('.jp-taskcell-task-running');
     expect(running).toHaveLength(1);
     expect(running[0].textContent).toContain('cell-3');
-    expect(running[0].textContent).toContain('GPU 1');
+    expect(running[0].textContent).toContain('GPU=1');
+    expect(running[0].querySelector('.jp-taskcell-task-waited')!.textContent).toBe('1m15s');
+    expect(box.querySelector('.jp-taskcell-empty')).toBeNull(); // busy, so not "idle"
     expect(root.querySelector('.jp-taskcell-totals')!.textContent).toContain('1 of 2 GPU in use');
-    expect(root.querySelector('.jp-taskcell-totals h3')!.textContent).toBe('Cluster: 1 worker');
-    expect(box.querySelector('.jp-taskcell-worker-threads')!.textContent).toBe('2 threads');
+    expect(root.querySelector('.jp-taskcell-summary')!.textContent).toBe(
+      '1 worker · 1 running · 0 waiting on workers · 0 queued'
+    );
+    expect(root.querySelector('.jp-taskcell-group-title')!.textContent).toBe(
+      '1 worker with threads 1, GPU 2'
+    );
   });
 
   it('shows none in use when the task has ended', () => {
@@ -93,23 +109,24 @@ describe('renderSnapshot', () => {
     )!;
     expect(gpu.textContent).toContain('0 of 2 GPU in use');
     expect(root.querySelectorAll('.jp-taskcell-worker .jp-taskcell-task')).toHaveLength(0);
+    expect(root.querySelector('.jp-taskcell-worker .jp-taskcell-empty')!.textContent).toBe('idle');
   });
 
-  it('lists the queue with what each task waits for, and counts what it does not list', () => {
+  it('lists what waits with what each task waits for, and counts what it does not list', () => {
     const snapshot = gpuSnapshot(1);
     snapshot.queue = [
       task('big-1', 'queued', { request: { GPU: 4 }, waiting_for: 'no live worker has GPU=4' })
     ];
     snapshot.queued = 120;
     const queue = renderSnapshot(snapshot).querySelector('.jp-taskcell-queue')!;
-    expect(queue.querySelector('.jp-taskcell-heading')!.textContent).toBe('Queue: 120');
+    expect(queue.querySelector('.jp-taskcell-heading')!.textContent).toBe('Waiting: 120');
     expect(queue.querySelector('.jp-taskcell-task-reason')!.textContent).toBe(
       'no live worker has GPU=4'
     );
     expect(queue.querySelector('.jp-taskcell-more')!.textContent).toBe('and 119 more');
   });
 
-  it('puts running tasks before waiting ones and says how many more wait', () => {
+  it('lists running tasks on the worker and waiting ones under Waiting', () => {
     const tasks = [
       task('b-2', 'assigned', { since: 5, waiting_for: 'GPU busy' }),
       task('a-1', 'running', { since: 9 })
@@ -117,29 +134,39 @@ describe('renderSnapshot', () => {
     const w = worker('gpu-box', [use('GPU', 1, 1, 1)], tasks);
     w.assigned_tasks = 12;
     const root = renderSnapshot({ ...gpuSnapshot(), workers: [w] });
-    const states = [...root.querySelectorAll('.jp-taskcell-worker .jp-taskcell-task-state')];
-    expect(states.map(s => s.textContent)).toEqual(['running', 'assigned']);
+    expect(root.querySelectorAll('.jp-taskcell-worker .jp-taskcell-task-running')).toHaveLength(1);
     expect(root.querySelector('.jp-taskcell-worker .jp-taskcell-more')!.textContent).toBe(
-      'and 11 more waiting on this worker'
+      '12 waiting'
+    );
+    const waiting = root.querySelectorAll('.jp-taskcell-queue .jp-taskcell-task-assigned');
+    expect([...waiting].map(t => t.querySelector('.jp-taskcell-task-reason')!.textContent)).toEqual([
+      'GPU busy'
+    ]);
+    expect(root.querySelector('.jp-taskcell-queue .jp-taskcell-more')!.textContent).toBe(
+      'and 11 more'
     );
   });
 
-  it('draws the busiest workers first and at most MAX_WORKER_ROWS of them', () => {
-    const workers = Array.from({ length: MAX_WORKER_ROWS + 10 }, (_, i) =>
-      worker(`w${String(i).padStart(3, '0')}`, [use('GPU', 2, i === 30 ? 2 : 0)])
+  it('groups identical workers, busy first, and folds the idle ones of a large group', () => {
+    const workers = Array.from({ length: 60 }, (_, i) =>
+      worker(`w${String(i).padStart(3, '0')}`, [use('GPU', 2, i === 30 ? 2 : 0)], [], {
+        address: `tcp://10.0.0.${i}:1`,
+        running_tasks: i === 30 ? 1 : 0
+      })
     );
     const root = renderSnapshot({ ...gpuSnapshot(), workers });
     const rows = root.querySelectorAll<HTMLElement>('.jp-taskcell-worker');
-    expect(rows).toHaveLength(MAX_WORKER_ROWS);
+    expect(rows).toHaveLength(1);
     expect(rows[0].dataset.name).toBe('w030');
-    expect(root.querySelector('.jp-taskcell-workers > .jp-taskcell-more')!.textContent).toContain(
-      'and 10 more'
+    expect(root.querySelector('.jp-taskcell-group-title')!.textContent).toBe(
+      '60 workers with GPU 2 · 1 busy'
     );
+    expect(root.querySelector('.jp-taskcell-folded')!.textContent).toMatch(/^59 idle: w000, w001/);
   });
 
   it('says so when no worker is connected', () => {
     const root = renderSnapshot({ ...gpuSnapshot(), workers: [], totals: [] });
-    expect(root.textContent).toContain('No workers are connected to this scheduler.');
+    expect(root.textContent).toContain('No worker is connected to the scheduler.');
   });
 });
 
@@ -202,7 +229,7 @@ describe('choosing a cluster', () => {
 });
 
 describe('the planner', () => {
-  const suggestion: ISuggestion = {
+  const suggestion: ISuggestionInfo = {
     size: 2 ** 20,
     profile: 'light',
     memory: 2 ** 20,

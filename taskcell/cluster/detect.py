@@ -443,9 +443,9 @@ def _device_resources(
     for device in whole:
         key = names.gpu_type(device.name)
         resources[key] = resources.get(key, 0.0) + 1
-    for device in devices:
-        if isinstance(device, MigSlice):
-            key = names.mig_slice(by_index[device.gpu_index].name, device.profile)
+    for part in devices:
+        if isinstance(part, MigSlice):
+            key = names.mig_slice(by_index[part.gpu_index].name, part.profile)
             resources[key] = resources.get(key, 0.0) + 1
     return resources
 

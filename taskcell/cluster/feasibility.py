@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from taskcell.cluster import names
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.errors import InfeasibleError
-from taskcell.spec import Resources, format_quantity
+from taskcell.spec import Resources
+from taskcell.spec.amounts import MEMORY_LIMIT, shortfall
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def _native_shortfalls(
         and names.MEMORY.casefold() not in reserved
         and 0 < worker.memory_limit < memory.request
     ):
-        lacking.append(Shortfall("memory limit", float(memory.request), worker.memory_limit))
+        lacking.append(Shortfall(MEMORY_LIMIT, float(memory.request), worker.memory_limit))
     return lacking
 
 
@@ -78,10 +79,7 @@ def _explain(
     parts = []
     for s in lacking:
         best = max(workers, key=lambda w: _amount(w, s.resource))
-        parts.append(
-            f"asks {s.resource}={_show(s.resource, s.asked)}; the most any worker has is "
-            f"{_show(s.resource, _amount(best, s.resource))}, on {best.address}"
-        )
+        parts.append(shortfall(s.resource, s.asked, _amount(best, s.resource), best.address))
     where = f"{len(workers)} live worker{'s' if len(workers) != 1 else ''}"
     return (
         f"no live worker can run this task ({where} checked): " + "; ".join(parts) + ". "
@@ -92,12 +90,6 @@ def _explain(
 def _amount(worker: WorkerCapacity, resource: str) -> float:
     if resource == "threads":
         return worker.nthreads
-    if resource == "memory limit":
+    if resource == MEMORY_LIMIT:
         return worker.memory_limit
     return worker.resources.get(resource, 0.0)
-
-
-def _show(resource: str, amount: float) -> str:
-    if resource.upper() in names.BYTE_RESOURCES or resource == "memory limit":
-        return format_quantity(int(amount))
-    return f"{amount:g}"

@@ -59,7 +59,7 @@ def _accelerator(acc: GPU | TPU | Device | None) -> dict[str, float]:
         return {}
     if isinstance(acc, TPU):
         return {names.tpu(acc.device, acc.partition): 1.0}
-    if isinstance(acc, GPU) and acc.partition:
+    if isinstance(acc, GPU) and acc.device and acc.partition:  # a slice always names its GPU
         return {names.mig_slice(acc.device, acc.partition): float(acc.quantity)}
     if isinstance(acc, GPU):
         typed = {names.gpu_type(acc.device): float(acc.quantity)} if acc.device else {}

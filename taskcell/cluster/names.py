@@ -29,9 +29,6 @@ DISK = "DISK"
 SHM = "SHM"
 GPU = "GPU"
 
-#: Resource names whose amounts are bytes (shown as quantities, compared as numbers).
-BYTE_RESOURCES = frozenset({MEMORY, DISK, SHM})
-
 
 def _slug(name: str) -> str:
     return "-".join(name.split())

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import math
 import os
 import shlex
 import signal
@@ -38,6 +37,8 @@ from dataclasses import dataclass
 
 from taskcell.cluster import names
 from taskcell.cluster.detect import WorkerShare, advertised_resources, detect_machine
+from taskcell.errors import SpecError
+from taskcell.spec.resources import parse_resource_pairs
 
 __all__ = ["WorkerCommand", "build_parser", "main", "parse_resources", "worker_commands"]
 
@@ -72,34 +73,24 @@ class WorkerCommand:
 # --- arguments ----------------------------------------------------------------------------------
 
 
-def parse_resources(text: str) -> dict[str, float]:
-    """Parse ``--resources``: ``NAME=NUMBER`` pairs separated by commas (or spaces, as Dask).
+def parse_resources(text: str) -> dict[str, int | float]:
+    """Parse ``--resources`` by the grammar a ``%%task`` line's ``--resources`` has; 0 allowed.
 
     Raises
     ------
     argparse.ArgumentTypeError
-        A pair is not ``NAME=NUMBER`` with a finite, non-negative number.
+        A pair is not ``NAME=NUMBER`` with a finite, non-negative number, or a name is given
+        twice; the message is :func:`~taskcell.spec.resources.parse_resource_pairs`'s.
 
     Examples
     --------
     >>> parse_resources("GPU=2,MEMORY=100e9")
-    {'GPU': 2.0, 'MEMORY': 100000000000.0}
+    {'GPU': 2, 'MEMORY': 100000000000}
     """
-    resources: dict[str, float] = {}
-    for pair in text.replace(",", " ").split():
-        name, equals, value = pair.partition("=")
-        try:
-            amount = float(value)
-        except ValueError:
-            amount = math.nan
-        if not name or not equals or "=" in value or not math.isfinite(amount) or amount < 0:
-            culprit = "" if pair == text.strip() else f" (bad pair {pair!r})"
-            raise argparse.ArgumentTypeError(
-                "expected NAME=NUMBER pairs with NUMBER at least 0, separated by commas, such "
-                f'as "GPU=2,process=1", got {text!r}{culprit}'
-            )
-        resources[name] = amount
-    return resources
+    try:
+        return parse_resource_pairs(text, zero=True)
+    except SpecError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _positive_int(text: str) -> int:

@@ -7,21 +7,27 @@ passing futures on, so a task waits only for the tasks whose names it reads; a c
 value waits for it there (``x = x.result()``). ``main()`` returns the final value of every name
 the notebook binds; ``python workflow.py [--scheduler ADDRESS]`` runs it.
 
+A dynamic value (``--cpu "min(8, len(files))"``) becomes ``Expression("min(8, len(files))")``
+in a ``ResourceTemplate``, evaluated for each call by the evaluator the magic uses, with the
+task's arguments and the module's globals (its imports) as names.
+
 ``--retries N`` becomes the decorator's ``retries=N``; ``--bg`` needs nothing, since every
 task call returns at once; ``--name`` names the function.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from taskcell.export.codegen import docstring, indent
 from taskcell.export.flow import Namer, TaskStep, Workflow
 from taskcell.export.render import ImportBlock, driver_body, task_function
-from taskcell.spec import FIELDS, Expression, Resources
+from taskcell.spec import FIELDS, Resources
 
 __all__ = ["render_dask"]
 
 
-def _fields(resources: Resources, leave_out: object = ()) -> str:
+def _fields(resources: Resources, leave_out: Container[str] = ()) -> str:
     """``cpu=2, memory='4Gi'``: a request's keyword arguments, as its repr spells them."""
     kept = Resources(**{f: getattr(resources, f) for f in FIELDS if f not in leave_out})
     text = repr(kept)
@@ -38,10 +44,10 @@ def _request_code(step: TaskStep, imports: ImportBlock, relative: bool) -> str |
             return None
         return f"{imports.name('taskcell', 'Resources', 'taskcell')}({fixed})"
     template = imports.name("taskcell.spec", "ResourceTemplate", "taskcell")
-    dynamic = []
-    for name, text in request.dynamic.items():
-        params = [p for p in step.params if p in Expression(text).names]
-        dynamic.append(f"{name}=lambda {', '.join(params)}: {text.strip()}")
+    expression = imports.name("taskcell.spec", "Expression", "taskcell")
+    # The magic's own evaluator, not a lambda spliced from the text: the same value, the same
+    # errors, and a trailing comment in the text cannot swallow the code after it.
+    dynamic = [f"{name}={expression}({text.strip()!r})" for name, text in request.dynamic.items()]
     return f"{template}({', '.join(filter(None, [fixed, *dynamic]))})"
 
 

@@ -12,7 +12,10 @@ whether the driver holds its value or a task's future:
   futures it reads, directly or through a notebook function it calls (``gather``).
 - A markdown cell becomes a :class:`TextStep` (the first one is the module's docstring).
 
-Choices, each made once here:
+What each cell reads, binds and deletes is the one cell analysis
+(:func:`taskcell.runner.analysis.analyze_cell`), which ``%%task`` uses too. Choices, each made
+once (the code of the first three lives in :mod:`.hoisting` and :mod:`.cell_code`, what a module
+cannot do is refused or noted by :mod:`.checks`):
 
 - **Imports.** Imports at the top of the notebook (before any other code, each name always bound
   by the same import) move to the top of the module, as a person would write them; star imports
@@ -38,18 +41,24 @@ import functools
 import keyword
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from taskcell import config
 from taskcell.errors import SpecError
+from taskcell.export import checks
+from taskcell.export.cell_code import (
+    drop_last_value,
+    maybe_unbound,
+    remove_statements,
+    show_last_value,
+)
+from taskcell.export.hoisting import cell_imports, hoisting, special_imports, statement_hoisted
 from taskcell.export.notebook import Cell, EnvironmentDef, ExportError, Notebook
 from taskcell.export.requests import TaskRequest, resolve_request
 from taskcell.runner.analysis import analyze_cell
-from taskcell.spec import PROFILES, Environment, Resources, check_limits
+from taskcell.spec import Environment, Resources
 
 __all__ = ["DriverStep", "Namer", "Step", "TaskStep", "TextStep", "Workflow", "plan_workflow"]
-
-_HISTORY = re.compile(r"_+|_i+|_\d+|_i\d+|In|Out|_oh|_ih|_dh")
 
 
 @dataclass(frozen=True)
@@ -183,195 +192,20 @@ class Namer:
         raise AssertionError("unreachable: a thousand names taken")  # pragma: no cover
 
 
-# -- imports ------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Imports:
-    """The whole-line, top-level import statements of one cell."""
-
-    statements: list[ast.stmt] = field(default_factory=list)
-    # name -> the single-alias import text that binds it (its last binding in the cell)
-    names: dict[str, str] = field(default_factory=dict)
-    # names the cell binds only through those imports
-    only: set[str] = field(default_factory=set)
-
-
-def _alias_text(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple[str, str]:
-    if isinstance(stmt, ast.Import):
-        name = alias.asname or alias.name.partition(".")[0]
-        text = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
-        return name, text
-    module = "." * stmt.level + (stmt.module or "")
-    text = f"from {module} import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
-    return alias.asname or alias.name, text
-
-
-def _whole_lines(tree: ast.Module) -> list[bool]:
-    """For each top-level statement: does it have its lines to itself?"""
-    body = tree.body
-    alone = []
-    for i, stmt in enumerate(body):
-        before = i > 0 and (body[i - 1].end_lineno or 0) >= stmt.lineno
-        after = i + 1 < len(body) and body[i + 1].lineno <= (stmt.end_lineno or stmt.lineno)
-        alone.append(not (before or after))
-    return alone
-
-
-def _cell_imports(cell: Cell, tree: ast.Module) -> _Imports:
-    found = _Imports()
-    for stmt, alone in zip(tree.body, _whole_lines(tree), strict=True):
-        if not alone or not isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            continue
-        if isinstance(stmt, ast.ImportFrom) and (stmt.module == "__future__" or stmt.level):
-            continue
-        if any(alias.name == "*" for alias in stmt.names):
-            continue
-        found.statements.append(stmt)
-        for alias in stmt.names:
-            name, text = _alias_text(stmt, alias)
-            found.names[name] = text
-    if found.statements:
-        rest = _remove(cell.code, tree, found.statements)
-        others = set(analyze_cell(rest).outputs)
-        found.only = {name for name in found.names if name not in others}
-    return found
-
-
-def _remove(code: str, tree: ast.Module, statements: Iterable[ast.stmt]) -> str:
-    """``code`` without the given top-level statements (each on lines of its own)."""
-    drop: set[int] = set()
-    for stmt in statements:
-        drop.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
-    lines = code.splitlines()
-    return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop) + "\n"
-
-
-def _special_imports(tree: ast.Module) -> list[ast.stmt]:
-    """Star and ``__future__`` imports: Python allows them only at a module's top."""
-    return [
-        stmt
-        for stmt in tree.body
-        if isinstance(stmt, ast.ImportFrom)
-        and (stmt.module == "__future__" or any(a.name == "*" for a in stmt.names))
-    ]
-
-
-# -- driver cells -------------------------------------------------------------------------------
-
-_PURE = (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Slice,
-         ast.BinOp, ast.UnaryOp, ast.Compare, ast.expr_context, ast.operator, ast.unaryop,
-         ast.cmpop)  # fmt: skip
-
-
-def _is_plain_value(node: ast.expr) -> bool:
-    """An expression that only reads values (no call): showing it has no side effect."""
-    return all(isinstance(n, _PURE) for n in ast.walk(node))
-
-
-def _show_last_value(cell: Cell, code: str) -> str:
-    """Print a driver cell's trailing plain value as the notebook showed it; drop it if silenced."""
-    found = _trailing_plain_value(code)
-    if found is None:
-        return code
-    _, last = found
-    lines = code.splitlines()
-    start, end = last.lineno, last.end_lineno or last.lineno
-    if cell.analysis.last_expr_silenced:
-        replacement: list[str] = []
-    else:
-        segment = ast.get_source_segment(code, last.value) or ast.unparse(last.value)
-        if isinstance(last.value, ast.Tuple) and not segment.startswith("("):
-            segment = f"({segment})"
-        replacement = f"print({segment})".splitlines()
-    lines[start - 1 : end] = replacement
-    return "\n".join(lines) + "\n"
-
-
-def _drop_last_value(code: str) -> str:
-    """A task body without a trailing plain value: it would only have been the cell's Out[]."""
-    found = _trailing_plain_value(code)
-    if found is None:
-        return code
-    tree, last = found
-    return _remove(code, tree, [last])
-
-
-def _trailing_plain_value(code: str) -> tuple[ast.Module, ast.Expr] | None:
-    """The cell's last statement when it is a plain value on lines of its own, with the tree."""
-    tree = ast.parse(code)
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
-        return None
-    last = tree.body[-1]
-    if not _whole_lines(tree)[-1] or not _is_plain_value(last.value):
-        return None
-    return tree, last
+#: Top-level statements that may define a function (``def``, ``f = lambda: ...``) or a class.
+_DEFINING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
 
 
 def _definitions(code: str, tree: ast.Module) -> dict[str, tuple[str, ...]]:
     """Functions and classes a driver cell defines -> the global names their bodies read."""
-    defined = {}
+    defined: dict[str, tuple[str, ...]] = {}
     for stmt in tree.body:
-        target = None
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            target = stmt.name
-        elif (
-            isinstance(stmt, ast.Assign)
-            and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name)
-            and isinstance(stmt.value, ast.Lambda)
-        ):
-            target = stmt.targets[0].id
-        if target is not None:
+        if isinstance(stmt, _DEFINING):
             segment = ast.get_source_segment(code, stmt) or ast.unparse(stmt)
-            defined[target] = analyze_cell(segment).inputs
+            analysis = analyze_cell(segment)
+            for name in (*analysis.functions, *analysis.classes):
+                defined[name] = analysis.inputs
     return defined
-
-
-def _check_no_global(cell: Cell, tree: ast.Module) -> None:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.Global):
-                    names = ", ".join(inner.names)
-                    raise ExportError(
-                        f"{cell.label}: function {node.name}() declares `global {names}`; the "
-                        f"exported module keeps the notebook's names inside main(), where a "
-                        f"function cannot rebind them. Return the new value instead"
-                    )
-
-
-def _check_no_await(cell: Cell, tree: ast.Module) -> None:
-    """IPython runs a cell's top-level ``await``; a module function cannot (outside async def)."""
-    stack: list[ast.AST] = list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or (
-            isinstance(node, ast.comprehension) and node.is_async
-        ):
-            raise ExportError(
-                f"{cell.label}: top-level `await` (line {getattr(node, 'lineno', '?')}) runs only "
-                f"in IPython; wrap the code in an async function and call asyncio.run(...)"
-            )
-        stack.extend(ast.iter_child_nodes(node))
-
-
-_STRAIGHT = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Import, ast.ImportFrom,
-             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass, ast.Delete)  # fmt: skip
-
-
-def _maybe_unbound(code: str, tree: ast.Module, outputs: tuple[str, ...]) -> set[str]:
-    """Outputs that some path through the cell leaves unbound (loop targets, one branch)."""
-    if not outputs:
-        return set()
-    if all(isinstance(stmt, _STRAIGHT) for stmt in tree.body) and not any(
-        isinstance(node, (ast.NamedExpr, ast.Delete)) for node in ast.walk(tree)
-    ):
-        return set()  # straight-line code binds every name it binds
-    probe = analyze_cell(code + "\n(" + ", ".join(outputs) + ",)\n")
-    return set(probe.inputs) & set(outputs)
 
 
 # -- the plan -----------------------------------------------------------------------------------
@@ -420,9 +254,9 @@ class _Planner:
         cells = notebook.cells
         self.trees = {c.number: ast.parse(c.code) for c in cells if c.kind != "markdown"}
         self.imports = {
-            n: _cell_imports(c, self.trees[n]) for c in cells if (n := c.number) in self.trees
+            n: cell_imports(c, self.trees[n]) for c in cells if (n := c.number) in self.trees
         }
-        self.hoisted, self.hoisted_statements = _hoisting(cells, self.trees, self.imports)
+        self.hoisted, self.hoisted_statements = hoisting(cells, self.trees, self.imports)
         self.notes: list[str] = [note for cell in cells for note in cell.notes]
         # Every name the notebook binds or reads, and those read after each cell.
         self.names: set[str] = set(self.hoisted)
@@ -458,12 +292,7 @@ class _Planner:
             where = f" {self.notebook.path}" if self.notebook.path else ""
             docstring = f"Workflow exported from the notebook{where} by taskcell."
         module_imports = list(self.hoisted_statements)
-        uses_display = "display" not in self.state and any(
-            isinstance(node, ast.Name) and node.id == "display" and isinstance(node.ctx, ast.Load)
-            for tree in self.trees.values()
-            for node in ast.walk(tree)
-        )
-        if uses_display:
+        if "display" not in self.state and checks.reads_display(self.trees.values()):
             module_imports.append("from IPython.display import display")
             self.names.add("display")
         return Workflow(
@@ -510,27 +339,22 @@ class _Planner:
         """Checks every code cell passes; its code without the imports that moved to the top."""
         tree = self.trees[cell.number]
         if "global" in cell.code:
-            _check_no_global(cell, tree)
+            checks.check_no_global(cell, tree)
         if "await" in cell.code or "async" in cell.code:
-            _check_no_await(cell, tree)
-        for name in cell.analysis.inputs:
-            if _HISTORY.fullmatch(name) and name not in self.state and name not in self.hoisted:
-                self.notes.append(
-                    f"{cell.label}: reads {name!r}, IPython's output history, which the module "
-                    f"does not have"
-                )
+            checks.check_no_await(cell, tree)
+        self.notes += checks.history_notes(cell, [*self.state, *self.hoisted])
         for env in cell.environments:
             self.environments[env.name] = Environment(env.name, env.resources)
             self.env_defs[env.name] = env
         found = self.imports[cell.number]
-        removed = [s for s in found.statements if _statement_hoisted(s, self.hoisted)]
-        removed += _special_imports(tree)
-        return _remove(cell.code, tree, removed) if removed else cell.code
+        removed = [s for s in found.statements if statement_hoisted(s, self.hoisted)]
+        removed += special_imports(tree)
+        return remove_statements(cell.code, tree, removed) if removed else cell.code
 
     # -- cells ----------------------------------------------------------------------------------
 
     def _driver(self, cell: Cell, code: str) -> None:
-        code = _show_last_value(cell, code)
+        code = show_last_value(cell, code)
         unchanged = code == cell.code
         analysis = cell.analysis if unchanged else analyze_cell(code)
         reads = self._needed(analysis.inputs)
@@ -561,8 +385,8 @@ class _Planner:
         if environment is not None:
             self.used_envs[environment] = None
         if self.platform:
-            _check_platform(cell, request, self.platform)
-        code = _drop_last_value(code)
+            checks.check_platform(cell, request, self.platform)
+        code = drop_last_value(code)
         unchanged = code == cell.code
         analysis = cell.analysis if unchanged else analyze_cell(code)
         state, hoisted = self.state, self.hoisted
@@ -601,7 +425,7 @@ class _Planner:
 
         only = self.imports[cell.number].only
         tree = self.trees[cell.number] if unchanged else ast.parse(code)
-        maybe = _maybe_unbound(code, tree, analysis.outputs)
+        maybe = maybe_unbound(code, tree, analysis.outputs)
         returns = tuple(
             n
             for n in analysis.outputs
@@ -651,6 +475,7 @@ def _expression_names(cell: Cell) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=1024)
 def _fields_names(fields: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """The task's names the expressions read, in the order they are read (the cell analysis's)."""
     from taskcell.runner.task_line import is_dynamic
     from taskcell.spec import Expression
 
@@ -658,85 +483,5 @@ def _fields_names(fields: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     for name, text in fields:
         if is_dynamic(name, text):
             names = Expression(text).names
-            for node in ast.walk(ast.parse(text.strip(), mode="eval")):
-                if isinstance(node, ast.Name) and node.id in names:
-                    found.setdefault(node.id)
+            found.update(dict.fromkeys(n for n in analyze_cell(text.strip()).inputs if n in names))
     return tuple(found)
-
-
-def _check_platform(cell: Cell, request: TaskRequest, platform: str) -> None:
-    try:
-        check_limits(request.resources, PROFILES.get(platform, platform))
-    except SpecError as e:
-        raise ExportError(f"{cell.label}: {e}") from e
-
-
-def _statement_hoisted(stmt: ast.stmt, hoisted: set[str]) -> bool:
-    assert isinstance(stmt, (ast.Import, ast.ImportFrom))
-    return all(_alias_text(stmt, alias)[0] in hoisted for alias in stmt.names)
-
-
-def _hoisting(
-    cells: tuple[Cell, ...], trees: Mapping[int, ast.Module], imports: Mapping[int, _Imports]
-) -> tuple[set[str], list[str]]:
-    """The names whose imports move to the module's top, and those import statements."""
-    # Where the notebook's import prologue ends: the first driver statement that is not an
-    # import, or the first task cell.
-    prologue: set[int] = set()  # ids of statements in it
-    open_ = True
-    texts: dict[str, set[str | None]] = {}
-    deleted: set[str] = set()
-    first_in_prologue: dict[str, bool] = {}
-    for cell in cells:
-        if cell.kind == "markdown":
-            continue
-        found = imports[cell.number]
-        if cell.task is not None:
-            open_ = False
-        else:
-            for stmt in trees[cell.number].body:
-                if open_ and stmt in found.statements:
-                    prologue.add(id(stmt))
-                elif not isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                    open_ = False
-        for name in cell.analysis.outputs:
-            text = found.names.get(name) if name in found.only else None
-            texts.setdefault(name, set()).add(text)
-            if name not in first_in_prologue:
-                stmt_ids = {
-                    id(s)
-                    for s in found.statements
-                    if any(_alias_text(s, a)[0] == name for a in s.names)
-                }
-                first_in_prologue[name] = bool(stmt_ids) and stmt_ids <= prologue
-        deleted.update(cell.analysis.deleted)
-    hoisted = {
-        name
-        for name, seen in texts.items()
-        if len(seen) == 1
-        and None not in seen
-        and name not in deleted
-        and first_in_prologue.get(name, False)
-    }
-    # A statement moves only if every name it binds does; drop names tied to one that stays.
-    changed = True
-    while changed:
-        changed = False
-        for found in imports.values():
-            for stmt in found.statements:
-                aliases = [_alias_text(stmt, a)[0] for a in stmt.names]
-                if any(a in hoisted for a in aliases) and not all(a in hoisted for a in aliases):
-                    hoisted.difference_update(aliases)
-                    changed = True
-    statements: dict[str, None] = {}
-    for cell in cells:
-        if cell.kind == "markdown":
-            continue
-        tree = trees[cell.number]
-        for stmt in _special_imports(tree):
-            statements.setdefault(ast.get_source_segment(cell.code, stmt) or ast.unparse(stmt))
-        for stmt in imports[cell.number].statements:
-            if cell.task is None and id(stmt) in prologue and _statement_hoisted(stmt, hoisted):
-                statements.setdefault(ast.get_source_segment(cell.code, stmt) or ast.unparse(stmt))
-    future = [s for s in statements if s.startswith("from __future__")]
-    return hoisted, future + [s for s in statements if s not in future]

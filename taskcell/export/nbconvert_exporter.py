@@ -34,7 +34,9 @@ class TaskcellExporter(Exporter):
     def _file_extension_default(self) -> str:
         return ".py"
 
-    def from_notebook_node(
+    # Exporter declares a NotebookNode result; a text exporter returns str, as nbconvert's
+    # own TemplateExporter does (with the same ignore).
+    def from_notebook_node(  # type: ignore[override]
         self, nb: Any, resources: dict[str, Any] | None = None, **kw: Any
     ) -> tuple[str, dict[str, Any]]:
         """Return the module's source and nbconvert's resources (``output_extension`` set)."""

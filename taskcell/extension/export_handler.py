@@ -258,7 +258,7 @@ class ExportHandler(TaskcellHandler):
 
     def _root(self) -> str:
         manager = self.contents_manager
-        return getattr(manager, "root_dir", None) or self.extension.serverapp.root_dir
+        return getattr(manager, "root_dir", None) or self.settings["server_root_dir"]
 
     async def _refuse_hidden(self, path: str) -> None:
         """As the contents API does: hidden files only where the server allows them."""

@@ -58,11 +58,10 @@ class TaskcellHandler(APIHandler):
         self.finish(json.dumps(body))
 
     async def known_clusters(self) -> list[ClusterInfo]:
-        serverapp = self.extension.serverapp
-        sessions = await serverapp.session_manager.list_sessions()
+        sessions = await self.session_manager.list_sessions()
         return discover(
             registry.recorded(),
-            serverapp.kernel_manager.list_kernel_ids(),
+            self.kernel_manager.list_kernel_ids(),
             sessions,
             configured_addresses(self.extension.scheduler_addresses),
             self.extension.hub.statuses(),

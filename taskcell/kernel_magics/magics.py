@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import (
@@ -19,6 +19,9 @@ from taskcell.errors import SpecError
 from taskcell.runner.history import kernel_history
 from taskcell.runner.task_line import PARSER, build_request, parse_task_line
 from taskcell.spec import Environment
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 # Dask and the runner are imported when a magic first runs, so `%load_ext taskcell` stays fast.
 
@@ -56,6 +59,12 @@ class TaskMagics(Magics):
         self.history = kernel_history()
         self.environments: dict[str, Environment] = {}
 
+    @property
+    def _ipython(self) -> InteractiveShell:
+        """The shell: ``Magics`` types it optional, but a registered magic always has one."""
+        assert self.shell is not None
+        return self.shell
+
     @no_var_expand
     @output_can_be_silenced
     @cell_magic
@@ -65,7 +74,7 @@ class TaskMagics(Magics):
         from taskcell.runner.cell_task import CellSource, Display, print_stream
         from taskcell.runner.execution import run_cell_task
 
-        ns = self.shell.user_ns
+        ns = self._ipython.user_ns
         try:
             parsed = parse_task_line(line)
             presets = config.presets
@@ -74,9 +83,9 @@ class TaskMagics(Magics):
             request = build_request(parsed, presets, self.environments, ns)
         except SpecError as e:
             raise UsageError(str(e)) from None
-        count = _cell_number(self.shell)
+        count = _cell_number(self._ipython)
         source = CellSource(
-            body=self.shell.transform_cell(cell),
+            body=self._ipython.transform_cell(cell),
             shown=f"%%task {line}\n{cell}",
             filename=f"<cell In[{count}]>",
         )
@@ -106,7 +115,7 @@ class TaskMagics(Magics):
         from taskcell.planner.rightsize import auto_preset
         from taskcell.runner.analysis import analyze_cell
 
-        body = self.shell.transform_cell(cell)
+        body = self._ipython.transform_cell(cell)
         inputs = [n for n in analyze_cell(body).inputs if n in ns]
         choice = auto_preset(
             self.history, name=name, source=body, inputs_size=sum(sizeof(ns[n]) for n in inputs)

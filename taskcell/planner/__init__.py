@@ -1,8 +1,9 @@
 """taskcell.planner: live occupancy, preset suggestions, right-sizing from measured use.
 
 - :func:`occupancy`, :func:`occupancy_history`, :func:`snapshot`, :class:`OccupancyFeed`: what
-  every worker has and holds, pushed by a scheduler plugin (:mod:`.plugin`), in the one schema
-  (:mod:`.schema`) the notebook panel and the JupyterLab sidebar share.
+  every worker has and holds, pushed by a scheduler plugin (:mod:`.plugin`) through one wire
+  codec (:mod:`.wire`), in the one schema (:mod:`.schema`) the notebook panel and the JupyterLab
+  sidebar share; :func:`snapshot_view` is how both show it (:mod:`.view`, :mod:`.amounts`).
 - :func:`suggest`: the smallest preset for an input's size and a workload profile, and which
   live workers can run it.
 - :func:`review` and :func:`auto_preset`: what past runs used against what they asked for.
@@ -21,9 +22,10 @@ _EXPORTS = {
     "snapshot": "taskcell.planner.feed",
     "install": "taskcell.planner.feed",
     "OccupancyFeed": "taskcell.planner.feed",
+    "snapshot_view": "taskcell.planner.view",
     "suggest": "taskcell.planner.suggestion",
     "Suggestion": "taskcell.planner.suggestion",
-    "capacities": "taskcell.planner.suggestion",
+    "capacities": "taskcell.planner.wire",
     "input_size": "taskcell.planner.sizing",
     "Profile": "taskcell.planner.workloads",
     "profiles": "taskcell.planner.workloads",
@@ -32,7 +34,7 @@ _EXPORTS = {
     "describe_profile": "taskcell.planner.workloads",
     "DEFAULT_PROFILE": "taskcell.planner.workloads",
     "review": "taskcell.planner.rightsize",
-    "kernel_history": "taskcell.planner.rightsize",
+    "kernel_history": "taskcell.runner.history",
     "Hint": "taskcell.planner.rightsize",
     "auto_preset": "taskcell.planner.rightsize",
     "AutoChoice": "taskcell.planner.rightsize",

@@ -4,8 +4,9 @@
 snapshot current from the updates the scheduler's :class:`~taskcell.planner.plugin.OccupancyPlugin`
 pushes, on the client's own event loop, so it goes on while the kernel's main thread runs a
 blocking cell. Both install the plugin on first use (idempotently, by value, so the scheduler
-needs no taskcell of its own). Every function works with a blocking client and, returning an
-awaitable, with an asynchronous one (``Client(asynchronous=True)``, as a Jupyter server uses).
+needs no taskcell of its own), and read what it sends with :mod:`taskcell.planner.wire`. Every
+function works with a blocking client and, returning an awaitable, with an asynchronous one
+(``Client(asynchronous=True)``, as a Jupyter server uses).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from taskcell.planner import plugin as _plugin
-from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, WorkerSnapshot
-from taskcell.planner.suggestion import show_amount
+from taskcell.planner import amounts, plugin, wire
+from taskcell.planner.schema import Snapshot
+from taskcell.spec import amounts as spec_amounts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,36 +28,32 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_STATES = {"r": "running", "a": "assigned", "q": "queued"}
-_FIRST = ("threads", "cpu", "memory", "disk", "shm", "gpu")
 _registered: set[tuple[str, str]] = set()
 _feeds: dict[str, set[OccupancyFeed]] = {}
 _feeds_lock = threading.Lock()
 
 
-def _order(resource: str) -> tuple[int, str]:
-    folded = resource.casefold()
-    if folded in _FIRST:
-        return _FIRST.index(folded), folded
-    return len(_FIRST) + (0 if folded.startswith(("gpu-", "mig-")) else 1), folded
-
-
 # -- installing the plugin and calling it -----------------------------------------------------
 
 
-async def _install(client: Client, replace: bool = False) -> None:
+def pickled_plugins() -> tuple[bytes, bytes]:
+    """The scheduler plugin and the worker plugin, pickled by value with the code they run, so
+    a scheduler and workers without taskcell installed can load them."""
     import cloudpickle
     from distributed.protocol.pickle import dumps
 
-    # By value: the scheduler and workers need not have taskcell installed to run the plugin.
-    cloudpickle.register_pickle_by_value(_plugin)
+    for module in (plugin, wire, amounts, spec_amounts):
+        cloudpickle.register_pickle_by_value(module)
+    return dumps(plugin.OccupancyPlugin()), dumps(plugin.StartReporter())
+
+
+async def _install(client: Client, replace: bool = False) -> None:
+    scheduler_plugin, worker_plugin = pickled_plugins()
     await client.scheduler.register_scheduler_plugin(
-        plugin=dumps(_plugin.OccupancyPlugin()), name=_plugin.PLUGIN_NAME, idempotent=not replace
+        plugin=scheduler_plugin, name=plugin.PLUGIN_NAME, idempotent=not replace
     )
     await client.scheduler.register_worker_plugin(
-        plugin=dumps(_plugin.StartReporter()),
-        name=_plugin.WORKER_PLUGIN_NAME,
-        idempotent=not replace,
+        plugin=worker_plugin, name=plugin.WORKER_PLUGIN_NAME, idempotent=not replace
     )
     _registered.add((client.id, client.scheduler.address))
 
@@ -66,7 +63,7 @@ async def _call(client: Client, op: str, /, **kwargs: Any) -> dict:
     if (client.id, client.scheduler.address) not in _registered:
         await _install(client)
     reply = await getattr(client.scheduler, op)(**kwargs)
-    if not isinstance(reply, dict) or reply.get("v") != _plugin.WIRE_VERSION:
+    if not isinstance(reply, dict) or reply.get("v") != wire.WIRE_VERSION:
         # A scheduler that restarted without the plugin answers None; an older taskcell's
         # plugin answers another version. Either way, install ours and ask again.
         await _install(client, replace=isinstance(reply, dict))
@@ -77,105 +74,6 @@ async def _call(client: Client, op: str, /, **kwargs: Any) -> dict:
 def install(client: Client) -> Any:
     """Install the occupancy plugin on ``client``'s scheduler and workers (idempotent)."""
     return client.sync(_install, client)
-
-
-# -- wire format to schema --------------------------------------------------------------------
-
-
-def _uses(resources: dict[str, list]) -> list[ResourceUse]:
-    return [
-        ResourceUse(resource=r, total=v[0], running=v[1], assigned=v[2])
-        for r, v in sorted(resources.items(), key=lambda item: _order(item[0]))
-    ]
-
-
-def _name(key: str, name: str | None) -> str:
-    if name is not None:
-        return name
-    from dask.utils import key_split
-
-    return _plugin.task_name(key, key_split(key))
-
-
-def assigned_reason(request: dict, worker: WorkerSnapshot) -> str:
-    """What a task assigned to ``worker`` waits for there, from the worker's amounts."""
-    uses = {u["resource"]: u for u in worker["resources"]}
-    held = []
-    for resource, amount in request.items():
-        use = uses.get(resource)
-        total = use["total"] if use else 0.0
-        running = use["running"] if use else 0.0
-        if amount > total - running:
-            held.append(
-                f"{resource}={show_amount(resource, amount)} ({show_amount(resource, running)} of "
-                f"{show_amount(resource, total)} held by running tasks)"
-            )
-    if held:
-        return "waiting on this worker for " + "; ".join(held)
-    threads = uses.get(_plugin.THREADS)
-    if threads is not None and threads["running"] >= threads["total"]:
-        busy, total = threads["running"], threads["total"]
-        return f"waiting on this worker for a free thread ({busy:g} of {total:g} busy)"
-    return "starting"
-
-
-def _task(t: list, worker: str | None = None) -> TaskInfo:
-    key, name, request, state, since = t[:5]
-    return TaskInfo(
-        key=key,
-        name=_name(key, name),
-        request=dict(request),
-        state=_STATES[state],  # type: ignore[typeddict-item]
-        since=since,
-        worker=worker,
-        waiting_for=t[5] if len(t) > 5 else None,
-    )
-
-
-def _worker(w: list) -> WorkerSnapshot:
-    address, name, nthreads, memory_limit, resources, tasks, n_running, n_assigned = w
-    record = WorkerSnapshot(
-        address=address,
-        name=name,
-        nthreads=nthreads,
-        memory_limit=memory_limit,
-        resources=_uses(resources),
-        tasks=[_task(t, address) for t in tasks],
-        running_tasks=n_running,
-        assigned_tasks=n_assigned,
-    )
-    for task in record["tasks"]:
-        if task["state"] == "assigned":
-            task["waiting_for"] = assigned_reason(task["request"], record)
-    return record
-
-
-def _snapshot(
-    scheduler: str, time: float, seq: int, workers: Any, totals: dict, queue: list, queued: int
-) -> Snapshot:
-    return Snapshot(
-        scheduler=scheduler,
-        time=time,
-        seq=seq,
-        workers=sorted((_worker(w) for w in workers), key=lambda w: w["address"]),
-        totals=_uses(totals),
-        queue=[_task(t) for t in queue],
-        queued=queued,
-    )
-
-
-def decode(full: dict) -> Snapshot:
-    """A whole-state reply of the plugin as a :class:`~taskcell.planner.schema.Snapshot`."""
-    full = _plugin.unpack(full)
-    return _snapshot(
-        full["scheduler"],
-        full["time"],
-        full["seq"],
-        full["workers"],
-        full["totals"],
-        full["queue"],
-        full["queued"],
-    )
 
 
 # -- one-off questions ------------------------------------------------------------------------
@@ -190,7 +88,7 @@ def _client(client: Client | None) -> Client:
 
 
 async def _snapshot_async(client: Client) -> Snapshot:
-    return decode(await _call(client, "taskcell_occupancy"))
+    return wire.decode(await _call(client, "taskcell_occupancy"))
 
 
 def snapshot(client: Client | None = None) -> Snapshot:
@@ -262,17 +160,15 @@ def history_frame(samples: list) -> pd.DataFrame:
     rows = [
         {
             "time": t,
-            "resource": resource,
-            "total": total,
-            "running": running,
-            "assigned": assigned,
-            "free": max(total - running - assigned, 0),
+            "resource": use["resource"],
+            "total": use["total"],
+            "running": use["running"],
+            "assigned": use["assigned"],
+            "free": max(use["total"] - use["running"] - use["assigned"], 0),
             "queued": queued,
         }
-        for t, queued, totals in samples
-        for resource, (total, running, assigned) in sorted(
-            totals.items(), key=lambda item: _order(item[0])
-        )
+        for t, queued, totals in wire.decode_samples(samples)
+        for use in totals
     ]
     columns = ["time", "resource", "total", "running", "assigned", "free", "queued"]
     out = pd.DataFrame(rows, columns=columns)
@@ -369,15 +265,15 @@ class OccupancyFeed:
             first = self.client.id not in _feeds
             _feeds.setdefault(self.client.id, set()).add(self)
         if first:
-            self.client.subscribe_topic(_plugin.TOPIC, _dispatch(self.client.id))
+            self.client.subscribe_topic(plugin.TOPIC, _dispatch(self.client.id))
         try:
             full = await _call(self.client, "taskcell_occupancy_subscribe", client=self.client.id)
         except BaseException:
             self.closed = True
             if self._forget():
-                self.client.unsubscribe_topic(_plugin.TOPIC)
+                self.client.unsubscribe_topic(plugin.TOPIC)
             raise
-        self._apply(_plugin.unpack(full))
+        self._apply(wire.unpack(full))
         buffered, self._buffer = self._buffer, []
         self._based = True
         for update in buffered:
@@ -391,7 +287,7 @@ class OccupancyFeed:
         if not self._based:
             self._buffer.append(update)
             return
-        if update.get("v") != _plugin.WIRE_VERSION:
+        if update.get("v") != wire.WIRE_VERSION:
             return
         if update.get("epoch") != self._epoch:
             self._resync()  # another plugin (a restarted scheduler): its numbers start over
@@ -401,7 +297,7 @@ class OccupancyFeed:
         if update["seq"] != self._seq + 1:
             self._resync()  # missed one: start again from the whole state
             return
-        self._apply(_plugin.unpack(update))
+        self._apply(wire.unpack(update))
 
     def _resync(self) -> None:
         if self._refetch is not None and not self._refetch.done():
@@ -416,19 +312,19 @@ class OccupancyFeed:
                 logger.debug("taskcell: occupancy refetch failed: %r", e)
                 return
             if full["seq"] > self._seq or full.get("epoch") != self._epoch:
-                self._apply(_plugin.unpack(full))
+                self._apply(wire.unpack(full))
 
         self._refetch = asyncio.ensure_future(refetch())
 
     def _apply(self, update: dict) -> None:
         with self._lock:
             if update["full"]:
-                self._workers = {w[0]: w for w in update["workers"]}
+                self._workers = {wire.worker_address(w): w for w in update["workers"]}
             else:
                 for address in update["removed"]:
                     self._workers.pop(address, None)
                 for w in update["workers"]:
-                    self._workers[w[0]] = w
+                    self._workers[wire.worker_address(w)] = w
             if update["queue"] is not None:
                 self._queue = update["queue"]
             self._queued = update["queued"]
@@ -461,7 +357,7 @@ class OccupancyFeed:
                 list(self._queue),
                 self._queued,
             )
-        return _snapshot(*args)
+        return wire.snapshot(*args)
 
     def close(self) -> Any:
         """Stop receiving updates (awaitable when asynchronous). Safe to call twice."""
@@ -486,7 +382,7 @@ class OccupancyFeed:
             return True
 
     async def _unsubscribe(self) -> None:
-        self.client.unsubscribe_topic(_plugin.TOPIC)
+        self.client.unsubscribe_topic(plugin.TOPIC)
         with contextlib.suppress(Exception):
             await self.client.scheduler.taskcell_occupancy_unsubscribe(client=self.client.id)
 

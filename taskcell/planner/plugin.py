@@ -15,35 +15,40 @@ every task *assigned* to a worker, running or waiting there, and work stealing m
 updating it. So amounts here are summed from ``WorkerState.processing`` itself, split by the starts
 the workers report, and never go below zero.
 
-Wire format (compact lists; :mod:`taskcell.planner.feed` turns them into
-:mod:`taskcell.planner.schema` records)::
+Its messages are compact lists, built and read by :mod:`taskcell.planner.wire`, the one codec;
+:mod:`taskcell.planner.feed` turns them into :mod:`taskcell.planner.schema` records.
 
-    worker = [address, name, nthreads, memory_limit, {resource: [total, running, assigned]},
-              [task, ...], n_running, n_assigned]
-    task   = [key, name or None, {resource: amount}, state, since] (+ [waiting_for] when queued)
-             state: "r" running, "a" assigned, "q" queued on the scheduler; a task's name is
-             sent only when the client cannot derive it from a string key, and its worker and
-             what an assigned task waits for are derived by the client from the worker record
-    update = {"v", "epoch", "seq", "time", "scheduler", "workers": [worker, ...] (changed ones),
-              "removed": [address, ...], "queue": [task, ...] or None (unchanged), "queued",
-              "totals": {resource: [total, running, assigned]}, "full": bool}
-
-This module is shipped to the scheduler by value (cloudpickle), so a scheduler without taskcell
-installed can run it: it imports only the standard library, dask and distributed.
+This module is shipped to the scheduler by value (cloudpickle), with :mod:`taskcell.planner.wire`
+and :mod:`taskcell.planner.amounts`, so a scheduler without taskcell installed can run it: what
+it uses at run time is the standard library, dask, distributed, the wire's encoding functions,
+the one amount formatter and the schema's constants.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import re
 import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from dask.utils import format_bytes
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 from distributed.metrics import time
+
+from taskcell.planner.amounts import shortfall, show_amount
+from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER, THREADS
+from taskcell.planner.wire import (
+    WIRE_VERSION,
+    amount,
+    history_message,
+    pack,
+    request_record,
+    sample_record,
+    sum_totals,
+    task_record,
+    update_message,
+    worker_record,
+)
 
 if TYPE_CHECKING:
     from distributed import Scheduler, Worker
@@ -54,40 +59,15 @@ WORKER_PLUGIN_NAME = "taskcell-occupancy-starts"
 TOPIC = "taskcell-occupancy"
 #: Task starts reported by the workers.
 STARTED_TOPIC = "taskcell-task-started"
-#: Version of the wire format; a client that finds another version re-registers the plugin.
-WIRE_VERSION = 1
-#: The pseudo-resource every worker has: its threads, one per running task.
-THREADS = "threads"
-#: Most assigned-but-waiting tasks listed per worker, and queued tasks listed in all; the rest
-#: are counted. Bounds an update's size whatever the queue.
-TASKS_PER_WORKER = 5
-QUEUE_LIMIT = 100
-#: Updates carrying this many workers or more travel compressed (see :func:`pack`).
-COMPRESS_FROM = 64
 
-_BYTES = frozenset({"memory", "disk", "shm"})
-_UUID_SUFFIX = re.compile(r"-[0-9a-f]{32}$")
 # Scheduler states of tasks that wait with no worker chosen, most urgent first. "waiting" (for
 # inputs) is followed only for tasks that carry resource restrictions, so a large ordinary graph
 # costs nothing here.
 _QUEUE_STATES = ("no-worker", "waiting", "queued")
 
 
-def _amount(value: float) -> float | int:
-    """A whole amount as an int: smaller on the wire and read back exactly."""
-    if value.__class__ is float and value.is_integer():
-        return int(value)
-    return value
-
-
-def _show(resource: str, amount: float) -> str:
-    if resource.casefold() in _BYTES:
-        return format_bytes(int(amount))
-    return f"{amount:g}"
-
-
 def _request(restrictions: dict[str, float] | None) -> str:
-    return ", ".join(f"{r}={_show(r, a)}" for r, a in (restrictions or {}).items())
+    return ", ".join(f"{r}={show_amount(r, a)}" for r, a in (restrictions or {}).items())
 
 
 def _hashable(key: Any) -> Any:
@@ -97,60 +77,13 @@ def _hashable(key: Any) -> Any:
     return key
 
 
-def task_name(key: Any, prefix: str) -> str:
-    """A task's name for people: a taskcell key minus its uuid, else Dask's key prefix."""
-    if isinstance(key, str):
-        match = _UUID_SUFFIX.search(key)
-        if match:
-            return key[: match.start()]
-    return prefix
-
-
-def _request_wire(restrictions: dict[str, float] | None) -> dict[str, float | int]:
-    if not restrictions:
-        return {}
-    return {r: _amount(a) for r, a in restrictions.items()}
-
-
-def _task(ts: Any, state: str, since: float, request: dict | None = None) -> list:
-    """A task on the wire; its name only where the client cannot derive it from the key."""
-    key = ts.key
-    name = None if isinstance(key, str) else ts.prefix.name
+def _task(
+    ts: Any, state: str, since: float, request: dict | None = None, why: str | None = None
+) -> list:
+    """A task on the wire, its request read from the task unless given."""
     if request is None:
-        request = _request_wire(ts.resource_restrictions)
-    return [str(key), name, request, state, since]
-
-
-def pack(message: dict) -> dict:
-    """A large update as zlib-compressed msgpack: ``{"v", "seq", "zlib"}``; small ones as is.
-
-    Whole states of large clusters repeat the same structure worker after worker and shrink
-    three- to fourfold; Dask's comms compress nothing by default.
-    """
-    if len(message["workers"]) < COMPRESS_FROM:
-        return message
-    import zlib
-
-    import msgpack
-
-    raw = msgpack.packb(message, use_bin_type=True)
-    return {
-        "v": message["v"],
-        "epoch": message["epoch"],
-        "seq": message["seq"],
-        "zlib": zlib.compress(raw, 1),
-    }
-
-
-def unpack(message: dict) -> dict:
-    """The update :func:`pack` made (or the message itself when it was not packed)."""
-    if "zlib" not in message:
-        return message
-    import zlib
-
-    import msgpack
-
-    return msgpack.unpackb(zlib.decompress(message["zlib"]), raw=False)
+        request = request_record(ts.resource_restrictions)
+    return task_record(ts.key, ts.prefix.name, request, state, since, why)
 
 
 class StartReporter(WorkerPlugin):
@@ -305,7 +238,7 @@ class OccupancyPlugin(SchedulerPlugin):
             if ws is not None:
                 self.where[key] = ws.address
                 self.since[key] = time()
-                self.requests[key] = _request_wire(ts.resource_restrictions)
+                self.requests[key] = request_record(ts.resource_restrictions)
                 self.dirty.add(ws.address)
         elif finish in ("no-worker", "queued"):
             self.queue[finish][key] = time()
@@ -362,24 +295,23 @@ class OccupancyPlugin(SchedulerPlugin):
     def handle_history(self) -> dict:
         """Samples of the cluster totals: ``[[time, queued, {resource: [t, r, a]}], ...]``."""
         self.tick(force=True)
-        return {"v": WIRE_VERSION, "samples": list(self.history)}
+        return history_message(list(self.history))
 
     # -- building updates --------------------------------------------------------------------
 
     def full(self) -> dict:
-        return {
-            "v": WIRE_VERSION,
-            "epoch": self.epoch,
-            "seq": self.seq,
-            "time": time(),
-            "scheduler": self.scheduler.address if self.scheduler else "",
-            "workers": list(self.published.values()),
-            "removed": [],
-            "queue": self.published_queue,
-            "queued": sum(len(q) for q in self.queue.values()),
-            "totals": self.totals,
-            "full": True,
-        }
+        return update_message(
+            self.epoch,
+            self.seq,
+            time(),
+            self.scheduler.address if self.scheduler else "",
+            list(self.published.values()),
+            [],
+            self.published_queue,
+            sum(len(q) for q in self.queue.values()),
+            self.totals,
+            full=True,
+        )
 
     def tick(self, force: bool = False) -> dict | None:
         """Publish what changed since the last tick, if anything; the update, or None."""
@@ -414,22 +346,21 @@ class OccupancyPlugin(SchedulerPlugin):
         if not changed and not removed and queue is None:
             return None
         self.seq += 1
-        self.totals = self._totals()
+        self.totals = sum_totals(self.published.values())
         queued = sum(len(q) for q in self.queue.values())
-        self.history.append([now, queued, self.totals])
-        update = {
-            "v": WIRE_VERSION,
-            "epoch": self.epoch,
-            "seq": self.seq,
-            "time": now,
-            "scheduler": self.scheduler.address,
-            "workers": changed,
-            "removed": removed,
-            "queue": queue,
-            "queued": queued,
-            "totals": self.totals,
-            "full": False,
-        }
+        self.history.append(sample_record(now, queued, self.totals))
+        update = update_message(
+            self.epoch,
+            self.seq,
+            now,
+            self.scheduler.address,
+            changed,
+            removed,
+            queue,
+            queued,
+            self.totals,
+            full=False,
+        )
         if self.subscribers:
             self.scheduler.log_event(TOPIC, pack(update))
         return update
@@ -447,16 +378,6 @@ class OccupancyPlugin(SchedulerPlugin):
                 if started:
                     self.running[address] = started
                     self.dirty.add(address)
-
-    def _totals(self) -> dict[str, list]:
-        totals: dict[str, list[float]] = {}
-        for record in self.published.values():
-            for resource, (total, running, assigned) in record[4].items():
-                sums = totals.setdefault(resource, [0, 0, 0])
-                sums[0] += total
-                sums[1] += running
-                sums[2] += assigned
-        return {r: [_amount(v) for v in sums] for r, sums in totals.items()}
 
     def worker_record(self, ws: Any) -> list:
         """One worker on the wire: its resources split into running and assigned, its tasks."""
@@ -476,23 +397,25 @@ class OccupancyPlugin(SchedulerPlugin):
                 sums = assigned
                 waiting.append(ts)
             if ts.resource_restrictions:
-                for resource, amount in ts.resource_restrictions.items():
-                    sums[resource] = sums.get(resource, 0.0) + amount
+                for resource, asked in ts.resource_restrictions.items():
+                    sums[resource] = sums.get(resource, 0.0) + asked
         resources = {THREADS: [ws.nthreads, busy_threads, len(waiting)]}
         for resource, total in totals.items():
             resources[resource] = [
-                _amount(total),
-                _amount(max(running[resource], 0.0)),
-                _amount(max(assigned[resource], 0.0)),
+                amount(total),
+                amount(max(running[resource], 0.0)),
+                amount(max(assigned[resource], 0.0)),
             ]
         since, requests = self.since, self.requests
-        tasks = [_task(ts, "r", started[ts.key], requests.get(ts.key)) for ts in run_tasks]
+        tasks = [_task(ts, "running", started[ts.key], requests.get(ts.key)) for ts in run_tasks]
         if len(waiting) > TASKS_PER_WORKER:
             waiting = heapq.nsmallest(TASKS_PER_WORKER, waiting, key=lambda t: since.get(t.key, 0))
         else:
             waiting.sort(key=lambda t: since.get(t.key, 0.0))
-        tasks += [_task(ts, "a", since.get(ts.key, 0.0), requests.get(ts.key)) for ts in waiting]
-        return [
+        tasks += [
+            _task(ts, "assigned", since.get(ts.key, 0.0), requests.get(ts.key)) for ts in waiting
+        ]
+        return worker_record(
             ws.address,
             str(ws.name),
             ws.nthreads,
@@ -501,7 +424,7 @@ class OccupancyPlugin(SchedulerPlugin):
             tasks,
             len(run_tasks),
             len(ws.processing) - len(run_tasks),
-        ]
+        )
 
     def queue_records(self) -> list:
         """The tasks no worker holds yet, oldest first within each state, at most QUEUE_LIMIT."""
@@ -513,7 +436,7 @@ class OccupancyPlugin(SchedulerPlugin):
                 ts = self.scheduler.tasks.get(key)
                 if ts is None:
                     continue
-                out.append([*_task(ts, "q", since), self._queued_reason(ts, reasons)])
+                out.append(_task(ts, "queued", since, why=self._queued_reason(ts, reasons)))
         return out
 
     def _queued_reason(self, ts: Any, cache: dict[Any, str]) -> str:
@@ -539,15 +462,11 @@ class OccupancyPlugin(SchedulerPlugin):
             return "restricted to workers or hosts that are not connected"
         restrictions = ts.resource_restrictions or {}
         lacking = []
-        for resource, amount in restrictions.items():
+        for resource, asked in restrictions.items():
             best = max(workers, key=lambda ws: ws.resources.get(resource, 0.0))
             most = best.resources.get(resource, 0.0)
-            if most < amount:
-                where = f", on {best.address}" if most else ""
-                lacking.append(
-                    f"asks {resource}={_show(resource, amount)}; the most any worker has is "
-                    f"{_show(resource, most)}{where}"
-                )
+            if most < asked:
+                lacking.append(shortfall(resource, asked, most, best.address))
         if lacking:
             return "no live worker can ever run it: " + "; ".join(lacking)
         return f"no single live worker has {_request(restrictions)} together"

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from taskcell.errors import SpecError
+from taskcell.planner.amounts import show_bytes
 from taskcell.planner.schema import HintInfo
-from taskcell.planner.suggestion import cost, covers, round_up, show_bytes, suggest
+from taskcell.planner.suggestion import cost, covers, round_up, suggest
+from taskcell.runner.history import kernel_history
 from taskcell.spec import GPU, Resources
 
 #: Used under this share of what it asked: over-requested.
@@ -125,17 +127,6 @@ def _pct(share: float) -> str:
     return f"{share * 100:.0f}%"
 
 
-def kernel_history() -> list:
-    """This kernel's task records (what ``%tasks`` shows); empty outside a kernel with taskcell."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return []
-    shell = get_ipython()
-    magics = shell.magics_manager.registry.get("TaskMagics") if shell is not None else None
-    return list(getattr(magics, "history", []))
-
-
 def review(
     records: Iterable[Any] | None = None,
     presets: Mapping[str, Resources] | None = None,
@@ -162,7 +153,7 @@ def review(
     """
     catalogue = _presets(presets)
     hints = []
-    for r in kernel_history() if records is None else records:
+    for r in list(kernel_history()) if records is None else records:
         usage = getattr(r, "usage", None)
         if usage is None or getattr(r, "state", "finished") != "finished":
             continue

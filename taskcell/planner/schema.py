@@ -12,16 +12,28 @@ ask for (Dask's ``used_resources`` is their sum). ``assigned`` may exceed what i
 tasks wait on the worker until running ones finish. No amount is ever negative.
 
 Lists are bounded so an update stays small whatever the queue: a worker's ``tasks`` holds
-every running task and its five oldest assigned ones (``running_tasks``/``assigned_tasks``
-count them all); ``queue`` holds at most 100 tasks (``queued`` counts them all).
+every running task and its :data:`TASKS_PER_WORKER` oldest assigned ones
+(``running_tasks``/``assigned_tasks`` count them all); ``queue`` holds at most
+:data:`QUEUE_LIMIT` tasks (``queued`` counts them all).
 
 The planner's answers travel as JSON too: :class:`SuggestionInfo` (``suggest(...).to_dict()``)
 and :class:`HintInfo` (``review(...)[i].to_dict()``).
+
+This module is the one definition: :mod:`taskcell.planner.wire` encodes and decodes it, and
+the sidebar's ``labextension/src/snapshot.ts`` is generated from it
+(:mod:`taskcell.planner.typescript`).
 """
 
 from __future__ import annotations
 
 from typing import Literal, TypedDict
+
+#: The pseudo-resource every worker has: its Dask threads, one held by each running task.
+THREADS = "threads"
+#: Most assigned-but-waiting tasks a worker's ``tasks`` lists (the oldest); the rest are counted.
+TASKS_PER_WORKER = 5
+#: Most tasks ``queue`` lists (the oldest in each state); the rest are counted.
+QUEUE_LIMIT = 100
 
 #: running: executing on a worker; assigned: placed on a worker, waiting there for resources
 #: or a thread; queued: on the scheduler, no worker chosen yet (``no-worker``, queued, or a
@@ -66,9 +78,10 @@ class WorkerSnapshot(TypedDict):
     memory_limit: int
     resources: list[ResourceUse]
     tasks: list[TaskInfo]
-    #: How many tasks run on it, and how many are assigned to it and wait (all of them,
-    #: whereas ``tasks`` lists at most five waiting ones).
+    #: How many tasks run on it (all of them).
     running_tasks: int
+    #: How many tasks are assigned to it and wait (all of them, whereas ``tasks`` lists at most
+    #: ``TASKS_PER_WORKER`` waiting ones).
     assigned_tasks: int
 
 
@@ -85,7 +98,7 @@ class Snapshot(TypedDict):
     workers: list[WorkerSnapshot]
     totals: list[ResourceUse]
     queue: list[TaskInfo]
-    #: How many tasks are queued in all (``queue`` lists at most 100).
+    #: How many tasks are queued in all (``queue`` lists at most ``QUEUE_LIMIT``).
     queued: int
 
 

@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from taskcell.cluster import names
 from taskcell.cluster.feasibility import shortfalls
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources
 from taskcell.errors import LimitError
-from taskcell.planner.schema import Snapshot, SuggestionInfo, WorkerVerdict
+from taskcell.planner.amounts import shortfall, show_bytes
+from taskcell.planner.schema import SuggestionInfo, WorkerVerdict
 from taskcell.planner.sizing import input_size
+from taskcell.planner.wire import capacities, worker_capacity
 from taskcell.planner.workloads import Profile, get_profile
 from taskcell.spec import GPU, Resources, check_limits, format_gpu
 
@@ -39,18 +40,6 @@ def round_up(nbytes: int) -> int:
         return 0
     unit = _GiB if nbytes >= _GiB else _MiB
     return math.ceil(nbytes / unit) * unit
-
-
-def show_bytes(nbytes: float) -> str:
-    """``12884901888`` -> ``"12 GiB"``; ``1536`` -> ``"1.5 KiB"``."""
-    amount = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(amount) < 1024 or unit == "PiB":
-            return (
-                f"{amount:.0f} {unit}" if unit == "B" or amount >= 100 else f"{amount:.3g} {unit}"
-            )
-        amount /= 1024
-    raise AssertionError("unreachable")
 
 
 def cost(request: Resources) -> tuple[float, int, int]:
@@ -190,29 +179,6 @@ def _workers_summary(workers: Sequence[WorkerVerdict]) -> str:
     return f"{len(able)} of {n} live workers can run it ({names_})."
 
 
-def capacities(snap: Snapshot) -> list[WorkerCapacity]:
-    """The workers of a snapshot as :class:`~taskcell.cluster.mapping.WorkerCapacity` records."""
-    return [
-        WorkerCapacity(
-            address=w["address"],
-            name=w["name"],
-            nthreads=w["nthreads"],
-            memory_limit=w.get("memory_limit", 0),
-            resources={
-                u["resource"]: u["total"] for u in w["resources"] if u["resource"] != "threads"
-            },
-        )
-        for w in snap["workers"]
-    ]
-
-
-def show_amount(resource: str, amount: float) -> str:
-    """An amount as people read it: bytes (``MEMORY``, ``disk``, ...) in KiB..PiB, else a number."""
-    if resource.upper() in names.BYTE_RESOURCES or resource == "memory limit":
-        return show_bytes(amount)
-    return f"{amount:g}"
-
-
 def verdicts(request: Resources, workers: Sequence[WorkerCapacity]) -> tuple[WorkerVerdict, ...]:
     """Whether each worker can run ``request``, and what it lacks (from cluster.feasibility)."""
     resources = dask_resources(request, workers)
@@ -220,11 +186,7 @@ def verdicts(request: Resources, workers: Sequence[WorkerCapacity]) -> tuple[Wor
     for w in workers:
         lacks = shortfalls(request, resources, w)
         reason = (
-            "; ".join(
-                f"lacks {s.resource}: asks {show_amount(s.resource, s.asked)}, "
-                f"has {show_amount(s.resource, s.has)}"
-                for s in lacks
-            )
+            "; ".join(shortfall(s.resource, s.asked, s.has) for s in lacks)
             if lacks
             else "can run it"
         )
@@ -247,7 +209,7 @@ def _live_workers(workers: Any) -> list[WorkerCapacity] | None:
         return capacities(workers)  # type: ignore[arg-type]
     workers = list(workers)
     if workers and isinstance(workers[0], Mapping):  # a Snapshot's WorkerSnapshot records
-        return capacities({"workers": workers})  # type: ignore[arg-type,typeddict-item]
+        return [worker_capacity(w) for w in workers]
     return workers
 
 

@@ -16,13 +16,13 @@ written with ``-`` or ``_``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from taskcell.errors import SpecError
 from taskcell.spec import GPU, parse_gpu, parse_quantity
-from taskcell.spec._util import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,13 @@ _KEYS = {
 }
 
 
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``'; did you mean "X"?'`` for the nearest choice (case aside), or ``""``: spec's wording."""
+    folded = {choice.casefold(): choice for choice in choices}
+    close = difflib.get_close_matches(word.casefold(), folded, n=1)
+    return f'; did you mean "{folded[close[0]]}"?' if close else ""
+
+
 def _from_config(name: str, entry: Any) -> Profile:
     if not isinstance(entry, Mapping):
         raise SpecError(
@@ -124,7 +131,7 @@ def _from_config(name: str, entry: Any) -> Profile:
     for key, value in entry.items():
         field = _KEYS.get(str(key).replace("_", "-"))
         if field is None:
-            hint = did_you_mean(str(key), _KEYS)
+            hint = _did_you_mean(str(key), _KEYS)
             raise SpecError(
                 f"taskcell.profiles.{name} has unknown key {key!r}{hint} "
                 f"(known: {', '.join(_KEYS)})"
@@ -176,7 +183,7 @@ def get_profile(profile: str | Profile) -> Profile:
         return profile
     known = profiles()
     if not isinstance(profile, str) or profile not in known:
-        hint = did_you_mean(str(profile), known)
+        hint = _did_you_mean(str(profile), known)
         raise SpecError(
             f"profile= {profile!r} is not a known profile{hint} (known: {', '.join(known)}); "
             "define your own under taskcell.profiles in Dask's config"

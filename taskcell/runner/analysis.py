@@ -190,7 +190,7 @@ def _function_locals(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) 
                 bound.add(child.id)
             return
         if isinstance(child, ast.NamedExpr):
-            bound.add(child.target.id)  # type: ignore[union-attr]
+            bound.add(child.target.id)
             walk(child.value, in_comprehension)
             return
         children: Iterable[ast.AST] = ast.iter_child_nodes(child)
@@ -590,7 +590,7 @@ class _CellVisitor(ast.NodeVisitor):
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
         self.visit(node.value)
-        self._bind(node.target.id, walrus=True)  # type: ignore[union-attr]
+        self._bind(node.target.id, walrus=True)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
         self.visit(node.values[0])

@@ -41,6 +41,7 @@ from taskcell.runner.remote import CellResult, run_cell
 from taskcell.runner.remote_value import RemoteValue
 from taskcell.runner.stopping import stop_cell
 from taskcell.spec import Resources, parse_quantity
+from taskcell.spec.amounts import show_request
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -302,7 +303,7 @@ def _silent_scheduler(client: Client) -> str:
 def _waiting_reason(sub: Submission, waited: float) -> str:
     if waited < 1:
         return "submitted"
-    resources = ", ".join(f"{k}={v:g}" for k, v in sub.resources.items()) or "a free thread"
+    resources = show_request(sub.resources) or "a free thread"
     workers = f"{sub.capable} capable worker{'s' if sub.capable != 1 else ''}"
     return f"waiting {waited:.0f} s for {resources}: {workers}, all busy"
 
@@ -317,7 +318,7 @@ def _result(client: Client, sub: Submission, out: Display) -> CellResult:
     try:
         threshold = _threshold()
         if sub.sizes is not None and max(sub.sizes.values(), default=0) > threshold:
-            result = _split_large(client, sub, threshold)
+            result = _split_large(client, sub.future, sub.sizes, threshold)
         else:
             result = sub.future.result()
     except CellInterrupted as e:  # cancelled: handle.cancel(), %task_cancel, the sidebar
@@ -325,8 +326,7 @@ def _result(client: Client, sub: Submission, out: Display) -> CellResult:
         out.status(f"cancelled {_where(sub)}; nothing was written back")
         raise Interrupted(f"{e} {_where(sub)}") from None
     except BaseException as e:
-        # A CellError reads as the user's last traceback line ("ValueError: bad batch").
-        error = str(e) or type(e).__name__
+        error = e.summary if isinstance(e, CellError) else str(e) or type(e).__name__
         sub.record.finish("lost" if isinstance(e, ClusterError) else "error", error=error)
         out.status(f"failed {_where(sub)} after {sub.record.elapsed():.1f} s")
         if isinstance(e, CellError):
@@ -362,13 +362,13 @@ def _threshold() -> int:
     return parse_quantity(config.get("result-threshold"), "taskcell.result-threshold")
 
 
-def _split_large(client: Client, sub: Submission, threshold: int) -> CellResult:
+def _split_large(client: Client, cell: Future, sizes: dict[str, int], threshold: int) -> CellResult:
     """Fetch the small outputs; leave each large one on the worker behind a handle."""
-    large = {n for n, size in sub.sizes.items() if size > threshold}
-    small = client.submit(_without, sub.future, large, pure=False).result()
+    large = {n for n, size in sizes.items() if size > threshold}
+    small = client.submit(_without, cell, large, pure=False).result()
     for n in large:
-        future = client.submit(_pick, sub.future, n, pure=False)
-        small.outputs[n] = RemoteValue(future, n, sub.sizes[n])
+        future = client.submit(_pick, cell, n, pure=False)
+        small.outputs[n] = RemoteValue(future, n, sizes[n])
     return small
 
 

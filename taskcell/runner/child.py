@@ -162,7 +162,8 @@ def _compile(job: CellJob) -> tuple[Any, Any]:
     ast.increment_lineno(tree, job.line_offset)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+        last = ast.Expression(tree.body[-1].value)
+        del tree.body[-1]
     body = compile(tree, job.filename, "exec")
     return body, (compile(last, job.filename, "eval") if last is not None else None)
 

@@ -43,6 +43,6 @@ def forget(client: Client, key: str) -> None:
 
 def _route(routes: dict[str, queue.Queue], event: Any) -> None:
     # Dask logs events of its own on a client's topic; ours name a key.
-    inbox = routes.get(event.get("key")) if isinstance(event, dict) else None
+    inbox = routes.get(event.get("key", "")) if isinstance(event, dict) else None
     if inbox is not None:
         inbox.put(event)

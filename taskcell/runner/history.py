@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from taskcell.runner.job import Usage
 from taskcell.spec import Resources
+from taskcell.spec.amounts import show_bytes
 
 if TYPE_CHECKING:
     import pandas
@@ -57,7 +58,6 @@ class TaskHistory(list[TaskRecord]):
     def frame(self) -> pandas.DataFrame:
         """One row per task: cell, request, worker, state, wall time and measured use."""
         import pandas as pd
-        from dask.utils import format_bytes
 
         rows = [
             {
@@ -67,9 +67,9 @@ class TaskHistory(list[TaskRecord]):
                 "state": r.state,
                 "wall_s": round(r.elapsed(), 3) if r.started else None,
                 "cores_used": round(r.usage.cores, 2) if r.usage else None,
-                "peak_memory": format_bytes(r.usage.peak_memory) if r.usage else None,
+                "peak_memory": show_bytes(r.usage.peak_memory) if r.usage else None,
                 "gpu_memory": (
-                    format_bytes(r.usage.gpu_memory)
+                    show_bytes(r.usage.gpu_memory)
                     if r.usage and r.usage.gpu_memory is not None
                     else None
                 ),

@@ -111,10 +111,11 @@ class CellProcesses:
                 self._forced.pop(key, None)
                 self._free_devices.extend(devices)
                 # A GPU cell's process holds its CUDA context: it is not kept.
-                keep = process is not None and process.alive() and not devices
-                if keep and len(self._idle) < self._max_idle:
+                if process is None:
+                    pass
+                elif process.alive() and not devices and len(self._idle) < self._max_idle:
                     self._idle.append(process)
-                elif process is not None:
+                else:
                     process.close()
 
     def interrupt(self, key: str, grace: float) -> bool:

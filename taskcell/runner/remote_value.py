@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dask.utils import format_bytes
+from taskcell.spec.amounts import show_bytes
 
 if TYPE_CHECKING:
     from distributed import Future
@@ -45,6 +45,6 @@ class RemoteValue:
 
     def __repr__(self) -> str:
         return (
-            f"<RemoteValue {self.name!r}: {format_bytes(self.nbytes)} kept on the cluster "
+            f"<RemoteValue {self.name!r}: {show_bytes(self.nbytes)} kept on the cluster "
             f"(key {self.future.key!r}); .fetch() brings it here>"
         )

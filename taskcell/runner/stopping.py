@@ -57,5 +57,5 @@ async def cancel_task(client: Client, key: str) -> bool:
     running = await client.run(interrupt_cell, key, interrupt_grace(), on_error="ignore")
     if any(running.values()):
         return True
-    await client.cancel([Future(key, client, inform=False)], force=True)
+    await client.cancel([Future(key, client)], force=True)
     return False

@@ -18,10 +18,11 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from taskcell.errors import SpecError
-from taskcell.spec import Environment, Resources
+from taskcell.spec import Environment, Expression, Resources, ResourceTemplate, get_preset
+from taskcell.spec.resources import parse_resource_pairs
 
 #: The request fields a ``%%task`` line can set, in the order they are shown.
 FIELDS = ("cpu", "memory", "gpu", "disk", "shm")
@@ -35,7 +36,7 @@ _RETRIES_RE = re.compile(r"[0-9]{1,3}", re.ASCII)
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so a bad line changes nothing."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         words = message.removeprefix("unrecognized arguments: ").split()
         options = [o for a in self._actions for o in a.option_strings]
         near = [m for w in words for m in difflib.get_close_matches(w, options, n=1)]
@@ -76,28 +77,31 @@ def _parser() -> _Parser:
         allow_abbrev=False,
     )
     p.add_argument("preset", nargs="?", help="a preset, e.g. small_task, small_gpu_task")
-    once = {"action": _Once}
-    p.add_argument("--preset", dest="preset_option", metavar="NAME", help="same as PRESET", **once)
-    p.add_argument("--cpu", help='cores: 2, 0.5, "500m", or a request,limit pair "1,4"', **once)
     p.add_argument(
-        "--memory", help='bytes: 4Gi, 512Mi, 500M, 100e9, "64 GiB", or "1Gi,4Gi"', **once
+        "--preset", dest="preset_option", metavar="NAME", help="same as PRESET", action=_Once
     )
     p.add_argument(
-        "--gpu", help='a count (1), a type (A100:2, "A100 80G:1", L40s), A100/1g.5gb', **once
+        "--cpu", help='cores: 2, 0.5, "500m", or a request,limit pair "1,4"', action=_Once
     )
-    p.add_argument("--disk", help="scratch disk: 50Gi", **once)
-    p.add_argument("--shm", help="shared memory (/dev/shm): 8Gi or auto", **once)
+    p.add_argument(
+        "--memory", help='bytes: 4Gi, 512Mi, 500M, 100e9, "64 GiB", or "1Gi,4Gi"', action=_Once
+    )
+    p.add_argument(
+        "--gpu", help='a count (1), a type (A100:2, "A100 80G:1", L40s), A100/1g.5gb', action=_Once
+    )
+    p.add_argument("--disk", help="scratch disk: 50Gi", action=_Once)
+    p.add_argument("--shm", help="shared memory (/dev/shm): 8Gi or auto", action=_Once)
     p.add_argument(
         "--resources",
         metavar="K=V[,K=V]",
         help="any other Dask abstract resource, as `dask worker --resources` takes it",
-        **once,
+        action=_Once,
     )
     p.add_argument(
-        "--env", metavar="NAME", help="a named environment defined with %%task_env", **once
+        "--env", metavar="NAME", help="a named environment defined with %%task_env", action=_Once
     )
     p.add_argument(
-        "--name", help="the task's name in %%tasks (default: cell-N, N its count)", **once
+        "--name", help="the task's name in %%tasks (default: cell-N, N its count)", action=_Once
     )
     p.add_argument("--bg", action="store_true", help="return at once with a handle")
     p.add_argument(
@@ -105,7 +109,7 @@ def _parser() -> _Parser:
         default="0",
         metavar="N",
         help=f"reruns if a worker dies, 0 to {MAX_RETRIES}",
-        **once,
+        action=_Once,
     )
     return p
 
@@ -123,7 +127,7 @@ class TaskLine:
 
     preset: str | None = None
     fields: Mapping[str, str] = field(default_factory=dict)
-    extra: Mapping[str, float] = field(default_factory=dict)
+    extra: Mapping[str, int | float] = field(default_factory=dict)
     env: str | None = None
     name: str | None = None
     background: bool = False
@@ -173,30 +177,12 @@ def _retries(text: str) -> int:
     return int(text)
 
 
-def parse_extra(text: str) -> dict[str, float]:
-    """``"process=1,FPGA=2"`` or ``"GPU=2 MEMORY=100e9"`` -> amounts, as ``dask worker`` reads.
-
-    Names and amounts are checked as ``Resources(extra=...)`` checks them; a name given twice,
-    in any case, is refused naming both.
-    """
-    pairs: dict[str, str] = {}
-    for item in text.replace(",", " ").split():
-        name, eq, amount = item.partition("=")
-        if not eq or not name or not amount:
-            raise SpecError(
-                f"--resources must be NAME=NUMBER pairs separated by commas or spaces, such as "
-                f'"process=1" or "GPU=2,MEMORY=100e9", got {text!r}'
-            )
-        same = next((n for n in pairs if n.casefold() == name.casefold()), None)
-        if same is not None:
-            raise SpecError(
-                f"--resources names {same!r} twice, {same}={pairs[same]} and {item}; give it once"
-            )
-        pairs[name] = amount
+def parse_extra(text: str) -> dict[str, int | float]:
+    """``--resources "process=1,FPGA=2"``, read by the grammar ``taskcell worker`` reads too."""
     try:
-        return dict(Resources(extra=pairs).extra)
+        return parse_resource_pairs(text)
     except SpecError as error:
-        raise SpecError(f"--resources {text!r}: {error}") from None
+        raise SpecError(f"--resources: {error}") from None
 
 
 def build_request(
@@ -216,21 +202,20 @@ def build_request(
         if line.env not in environments:
             known = ", ".join(sorted(environments)) or "none defined yet; use %task_env NAME ..."
             raise SpecError(f"--env {line.env!r} is not a defined environment ({known})")
-        request = request.override(environments[line.env].resources or Resources())
+        request = _environment(environments[line.env], namespace)
     if line.preset is not None:
-        request = request.override(_preset(line.preset, presets()))
+        request = request.override(get_preset(line.preset, presets()))
     own = {f: _value(f, text, namespace) for f, text in line.fields.items()}
     return request.override(Resources(**own, extra=dict(line.extra) or None))
 
 
-def _preset(name: str, presets: Mapping[str, Resources]) -> Resources:
-    if name not in presets:
-        near = difflib.get_close_matches(name, presets, n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise SpecError(
-            f"unknown preset {name!r}{hint} Known presets: {', '.join(sorted(presets))}"
-        )
-    return presets[name]
+def _environment(environment: Environment, namespace: Mapping[str, Any]) -> Resources:
+    """An environment's request; one made in Python may compute fields, evaluated here as the
+    line's own expressions are."""
+    resources = environment.resources
+    if isinstance(resources, ResourceTemplate):
+        return resources.resolve(namespace)
+    return resources or Resources()
 
 
 def _value(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
@@ -242,15 +227,22 @@ def _value(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
     except SpecError as invalid:
         if not is_expression(text):
             raise
-        try:
-            value = eval(compile(text, f"--{name}", "eval"), {}, dict(namespace))
-        except Exception as e:
-            raise SpecError(
-                f"--{name} {text!r} is neither a valid value nor an expression that can be "
-                f"evaluated here ({type(e).__name__}: {e}). {invalid}"
-            ) from None
-        Resources(**{name: value})
-        return value
+        return _evaluated(name, text, namespace, invalid)
+
+
+def _evaluated(name: str, text: str, namespace: Mapping[str, Any], invalid: SpecError) -> Any:
+    """The value of expression ``text`` for field ``name``, by the evaluator the Python API and
+    exported workflows use (:class:`~taskcell.spec.Expression` in a ``ResourceTemplate``)."""
+    template = ResourceTemplate(**{name: Expression(text)})
+    try:
+        return getattr(template.resolve(namespace), name)
+    except SpecError:
+        raise
+    except Exception as e:
+        raise SpecError(
+            f"--{name} {text!r} is neither a valid value nor an expression that can be "
+            f"evaluated here ({type(e).__name__}: {e}). {invalid}"
+        ) from None
 
 
 def _candidate(name: str, text: str) -> Any:

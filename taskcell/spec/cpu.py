@@ -46,7 +46,7 @@ def _read(value: object, field: str) -> Fraction:
     return read_number(value, fail)
 
 
-def parse_cpu(value: int | float | str, field: str = "cpu") -> Fraction:
+def parse_cpu(value: object, field: str = "cpu") -> Fraction:
     """Parse a number of cores.
 
     Parameters

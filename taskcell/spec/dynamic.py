@@ -7,8 +7,13 @@ Callables follow Latch's rule (seed 001): a resource function is called with the
 arguments that it names, so its parameters must be among the task's; one that also takes
 ``**kwargs`` receives every argument of the task. :meth:`ResourceTemplate.check_params` refuses a
 function naming a parameter the task does not have when the task is defined, not when it runs.
-A parameter with a default need not be among the task's (it keeps its default). Expressions are
-evaluated with the task's arguments as their global names, builtins available.
+A parameter with a default need not be among the task's (it keeps its default).
+
+An expression is evaluated by :meth:`Expression.evaluate`, the one evaluator of the ``%%task``
+magic, the Python API and the exported workflow module: its names are the task's arguments, then
+the globals of the code that defines the task (the notebook's namespace for ``%%task``, the
+task function's module for the API), then the builtins. Every name is a global of the
+evaluation, so comprehensions, generator expressions and lambdas inside it see them all.
 
 An exception raised inside a resource function or expression propagates unchanged (it is the
 user's own code and traceback); a result that is not a valid value for its field is a
@@ -37,7 +42,8 @@ _BUILTIN_NAMES = frozenset(dir(builtins))
 
 def _free_names(tree: ast.AST) -> frozenset[str]:
     """Names an expression reads that it does not bind itself (comprehension targets, lambdas)."""
-    loaded, bound = set(), set()
+    loaded: set[str] = set()
+    bound: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
@@ -94,20 +100,27 @@ class Expression:
         # Code objects cannot be pickled; recompile from the source.
         return Expression, (self.source,)
 
-    def evaluate(self, arguments: Mapping[str, Any]) -> Any:
-        """Evaluate with ``arguments`` as the global names.
+    def evaluate(
+        self, arguments: Mapping[str, Any], namespace: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Evaluate with ``arguments``, then ``namespace``, then the builtins as the global names.
 
         Parameters
         ----------
         arguments : mapping
             The task's arguments by name.
+        namespace : mapping, optional
+            The globals of the code defining the task, read for names not among ``arguments``
+            (a module's imports).
 
         Returns
         -------
         object
             The expression's value.
         """
-        return eval(self._code, {"__builtins__": builtins, **arguments})
+        # One dict of globals: with separate locals, a comprehension or lambda inside the
+        # expression could not see the names (``max(len(f) for f in files)``).
+        return eval(self._code, {"__builtins__": builtins, **(namespace or {}), **arguments})
 
 
 @dataclass(frozen=True)
@@ -126,18 +139,22 @@ class _Rule:
     def name(self) -> str:
         return getattr(self.source, "__qualname__", repr(self.source))
 
-    def signature(self, field: str) -> inspect.Signature:
+    def signature(self, function: Callable[..., Any], field: str) -> inspect.Signature:
+        """The signature of ``function``, this rule's source when it is not an expression."""
         try:
-            return inspect.signature(self.source)
+            return inspect.signature(function)
         except (TypeError, ValueError):
             raise SpecError(
                 f"{field}= {self.describe()} has no signature taskcell can read; wrap it in a def"
             ) from None
 
-    def check(self, field: str, params: Sequence[str], task_name: str) -> None:
+    def check(
+        self, field: str, params: Sequence[str], task_name: str, namespace: Mapping[str, Any]
+    ) -> None:
         where = f"task {task_name!r} does not take (its parameters: {', '.join(params) or 'none'})"
-        if isinstance(self.source, Expression):
-            missing = sorted(self.source.names - set(params))
+        source = self.source
+        if isinstance(source, Expression):
+            missing = sorted(source.names - set(params) - namespace.keys())
             if missing:
                 hint = did_you_mean(missing[0], params)
                 raise SpecError(
@@ -145,7 +162,7 @@ class _Rule:
                     f"which {where}{hint}"
                 )
             return
-        for p in self.signature(field).parameters.values():
+        for p in self.signature(source, field).parameters.values():
             if p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
             if p.kind is p.POSITIONAL_ONLY:
@@ -159,16 +176,21 @@ class _Rule:
                     f"{field}= {self.describe()} takes parameter {p.name!r}, which {where}{hint}"
                 )
 
-    def evaluate(self, field: str, arguments: Mapping[str, Any]) -> Any:
-        if isinstance(self.source, Expression):
-            result = self.source.evaluate(arguments)
+    def evaluate(
+        self, field: str, arguments: Mapping[str, Any], namespace: Mapping[str, Any]
+    ) -> Any:
+        source = self.source
+        if isinstance(source, Expression):
+            result = source.evaluate(arguments, namespace)
         else:
-            result = self.source(**self._arguments_for(field, arguments))
+            result = source(**self._arguments_for(source, field, arguments))
         return result if self.convert is None else self.convert(result)
 
-    def _arguments_for(self, field: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The task arguments the function names, or all of them if it takes ``**kwargs``."""
-        parameters = self.signature(field).parameters.values()
+    def _arguments_for(
+        self, function: Callable[..., Any], field: str, arguments: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The task arguments ``function`` names, or all of them if it takes ``**kwargs``."""
+        parameters = self.signature(function, field).parameters.values()
         by_name = [p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         absent = [p.name for p in by_name if p.name not in arguments and p.default is p.empty]
         if absent:
@@ -265,7 +287,12 @@ class ResourceTemplate:
         """True when any field is computed."""
         return bool(self._rules)
 
-    def check_params(self, task_params: Sequence[str], task_name: str) -> None:
+    def check_params(
+        self,
+        task_params: Sequence[str],
+        task_name: str,
+        namespace: Mapping[str, Any] | None = None,
+    ) -> None:
         """Refuse, at definition time, functions and expressions that need what the task lacks.
 
         Parameters
@@ -274,6 +301,8 @@ class ResourceTemplate:
             The task function's parameter names (for a cell, the names it reads).
         task_name : str
             Named in the error.
+        namespace : mapping, optional
+            The globals of the code defining the task: names an expression may also read.
 
         Raises
         ------
@@ -284,15 +313,20 @@ class ResourceTemplate:
         """
         params = list(task_params)
         for name, rule in self._rules.items():
-            rule.check(name, params, task_name)
+            rule.check(name, params, task_name, namespace or {})
 
-    def resolve(self, arguments: Mapping[str, Any]) -> Resources:
+    def resolve(
+        self, arguments: Mapping[str, Any], namespace: Mapping[str, Any] | None = None
+    ) -> Resources:
         """Compute the request for one call of the task.
 
         Parameters
         ----------
         arguments : mapping
             The task's arguments by name.
+        namespace : mapping, optional
+            The globals of the code defining the task, for names an expression reads that are
+            not among ``arguments`` (see :meth:`Expression.evaluate`).
 
         Returns
         -------
@@ -307,7 +341,7 @@ class ResourceTemplate:
         """
         computed: dict[str, Any] = {}
         for name, rule in self._rules.items():
-            result = rule.evaluate(name, arguments)
+            result = rule.evaluate(name, arguments, namespace or {})
             try:
                 Resources(**{name: result})
             except SpecError as error:

@@ -23,7 +23,7 @@ from taskcell.spec.ranges import Range
 from taskcell.spec.resources import Resources
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PlatformLimits:
     """The most one task may ask for on a platform.
 
@@ -53,16 +53,18 @@ class PlatformLimits:
     disk: int
     gpus: int | None = None
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise SpecError(f"a platform profile needs a name, got {self.name!r}")
-        object.__setattr__(self, "cpu", parse_cpu(self.cpu))
-        object.__setattr__(self, "memory", parse_quantity(self.memory, "memory"))
-        object.__setattr__(self, "disk", parse_quantity(self.disk, "disk"))
-        if self.gpus is not None and (
-            isinstance(self.gpus, bool) or not isinstance(self.gpus, int)
-        ):
-            raise SpecError(f"gpus= must be a whole number of devices or None, got {self.gpus!r}")
+    def __init__(
+        self, name: str, cpu: object, memory: object, disk: object, gpus: int | None = None
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise SpecError(f"a platform profile needs a name, got {name!r}")
+        if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)):
+            raise SpecError(f"gpus= must be a whole number of devices or None, got {gpus!r}")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "cpu", parse_cpu(cpu))
+        object.__setattr__(self, "memory", parse_quantity(memory, "memory"))
+        object.__setattr__(self, "disk", parse_quantity(disk, "disk"))
+        object.__setattr__(self, "gpus", gpus)
 
 
 LATCH = PlatformLimits("latch", cpu=126, memory="975Gi", disk="4949Gi")
@@ -117,7 +119,7 @@ def check_limits(resources: Resources, profile: PlatformLimits | str) -> None:
             )
         profile = PROFILES[profile]
     name = profile.name
-    shm = None if resources.shm in (None, "auto") else Range(resources.shm, resources.shm)
+    shm = Range(resources.shm, resources.shm) if isinstance(resources.shm, int) else None
     problems = [
         _over("cpu", resources.cpu, profile.cpu, format_cpu, " cpus", name),
         _over("memory", resources.memory, profile.memory, format_quantity, " memory", name),

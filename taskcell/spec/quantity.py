@@ -94,7 +94,7 @@ def _multiplier(suffix: str, number: str, field: str, value: object) -> int:
     raise _fail(field, value, hint.replace('"', f'"{number}', 1))
 
 
-def parse_quantity(value: int | float | str, field: str) -> int:
+def parse_quantity(value: object, field: str) -> int:
     """Parse a byte quantity exactly.
 
     Parameters
@@ -154,7 +154,7 @@ def _whole_bytes(amount: Fraction, fail: Fail) -> int:
     return int(amount)
 
 
-def parse_request_bytes(value: int | float | str, field: str) -> int:
+def parse_request_bytes(value: object, field: str) -> int:
     """Parse a request's memory, disk or shm: :func:`parse_quantity`, and at least 1Mi.
 
     Parameters

@@ -105,21 +105,75 @@ def _extra(value: object) -> Mapping[str, int | float]:
     return MappingProxyType(dict(sorted(checked.items())))
 
 
-def _extra_amount(name: str, amount: object) -> int | float:
-    """One ``extra`` amount: positive, at most :data:`MAX_AMOUNT`, an int when whole."""
+def _extra_amount(
+    name: str, amount: object, label: str = "extra= ", zero: bool = False
+) -> int | float:
+    """One amount of an abstract resource: positive (or 0 where ``zero``), at most
+    :data:`MAX_AMOUNT`, an int when whole; ``label`` starts the error (``"extra= "``)."""
 
     def fail(detail: str) -> SpecError:
+        least = "a number of 0 or more" if zero else "a positive number"
         return SpecError(
-            f"extra= {name!r} must be a positive number such as 1 or 70e9, "
+            f"{label}{name!r} must be {least} such as 1 or 70e9, "
             f"got {shown(amount)}{detail or non_ascii_digits(amount)}"
         )
 
     number = read_number(amount, fail)
-    if number <= 0:
-        raise fail(" (not more than zero)")
+    if number < 0 or (number == 0 and not zero):
+        raise fail(" (not more than zero)" if not zero else " (a negative amount)")
     if number > MAX_AMOUNT:
         raise fail(f" (more than 2**62, about {float(MAX_AMOUNT):.1e}; no machine has that much)")
     return int(number) if number.denominator == 1 else float(number)
+
+
+def parse_resource_pairs(text: str, *, zero: bool = False) -> dict[str, int | float]:
+    """Read ``NAME=NUMBER`` pairs: the one grammar of ``--resources``, on a ``%%task`` line and
+    for ``taskcell worker``, as ``dask worker --resources`` takes it.
+
+    Parameters
+    ----------
+    text : str
+        ``"GPU=2,process=1"`` or, as Dask writes it, ``"GPU=2 MEMORY=100e9"``.
+    zero : bool, optional
+        Whether an amount may be 0: a worker may advertise none of a resource, a task cannot
+        ask for none.
+
+    Returns
+    -------
+    dict of str to number
+        Amounts by name, in the order given; an int when whole.
+
+    Raises
+    ------
+    SpecError
+        For a word that is not ``NAME=NUMBER`` with a name of letters, digits and
+        ``'_.:/+-'`` and a number within bounds, or a name given twice (in any case); the
+        message quotes the text and the bad pair.
+
+    Examples
+    --------
+    >>> parse_resource_pairs("GPU=2 MEMORY=100e9")
+    {'GPU': 2, 'MEMORY': 100000000000}
+    """
+    amounts: dict[str, int | float] = {}
+    given: dict[str, str] = {}  # casefolded name -> the pair that gave it
+    for pair in text.replace(",", " ").split():
+        name, equals, amount = pair.partition("=")
+        if not equals or not _EXTRA_NAME_RE.fullmatch(name):
+            bad = "" if pair == text.strip() else f" (bad pair {pair!r})"
+            raise SpecError(
+                f"expected NAME=NUMBER pairs separated by commas or spaces, such as "
+                f"\"GPU=2,process=1\", NAME of letters, digits and '_.:/+-', got {text!r}{bad}"
+            )
+        if name.casefold() in given:
+            same = given[name.casefold()]
+            raise SpecError(
+                f"{text!r} names {same.partition('=')[0]!r} twice, {same} and {pair}; names are "
+                f"compared without regard to case, so give it once"
+            )
+        given[name.casefold()] = pair
+        amounts[name] = _extra_amount(name, amount, label="", zero=zero)
+    return amounts
 
 
 def is_set(value: object) -> bool:
@@ -142,7 +196,7 @@ class Resources:
         4Ei. A number without a unit is bytes, so ``memory=8`` is refused as a unit slip.
     gpu : int, str, GPU, TPU or Device, optional
         ``1``, ``"A100:2"``, ``"A100 80G:1"``, ``"L40s"``, ``GPU("A100", 1, "1g.5gb")``,
-        ``TPU("V5P", "2x2x1")``, ``Device("custom_accelerator", 2)``; ``0`` means none;
+        ``TPU("V5P", "2x2x1")``, ``Device(2, "GPU", "custom_accelerator")``; ``0`` means none;
         at most 128 devices.
     disk : int, float, str or (request, limit), optional
         Ephemeral storage in bytes, as ``memory``.
@@ -203,7 +257,7 @@ class Resources:
         for name, amount in self.extra.items():
             field = _FIELD_OF.get(name.casefold())
             value = None if field is None else getattr(self, field)
-            if value is None or (field == "gpu" and not isinstance(value, GPU)):
+            if field is None or value is None or (field == "gpu" and not isinstance(value, GPU)):
                 continue
             raise SpecError(
                 f"{field}={self._literals()[field]} and extra {name}={amount!r} both ask for "

@@ -40,14 +40,6 @@ def _shell() -> Any:
     return get_ipython()
 
 
-def _kernel_history(shell: Any) -> list:
-    """This kernel's task records (``%tasks``), the list itself, so new tasks show up."""
-    if shell is None:
-        return []
-    magics = shell.magics_manager.registry.get("TaskMagics")
-    return getattr(magics, "history", [])
-
-
 class Panel:
     """An ipywidgets panel over one cluster. Display it; call :meth:`close` when done.
 
@@ -73,10 +65,12 @@ class Panel:
 
         from taskcell.planner.feed import OccupancyFeed
         from taskcell.planner.workloads import DEFAULT_PROFILE, describe_profile, profile_names
+        from taskcell.runner.history import kernel_history
         from taskcell.widgets.frontend import Frontend
 
         self._shell = _shell()
-        self._history = history if history is not None else _kernel_history(self._shell)
+        # The list itself, not a copy, so tasks run after the panel opened show up.
+        self._history = history if history is not None else kernel_history()
         self.redraws = 0
         self.suggestion: Suggestion | None = None
         self._changed = threading.Event()
@@ -126,7 +120,6 @@ class Panel:
                 ),
                 self.totals,
                 self.workers,
-                w.HTML("<b>Waiting</b>"),
                 self.queue,
                 self.hints,
                 planner,
@@ -168,9 +161,10 @@ class Panel:
     def render(self) -> None:
         """Redraw from the feed's latest snapshot (any thread)."""
         from taskcell.planner.rightsize import review
+        from taskcell.planner.view import snapshot_view
 
         snap = self.feed.snapshot()
-        now = time.time()
+        view = snapshot_view(snap, time.time())
         status = self.feed.client.status
         state = "live" if status == "running" else f"client {status}; not updating"
         title = (
@@ -178,9 +172,9 @@ class Panel:
             f"<span style='opacity:0.8'>{state} · update {snap['seq']}</span>"
         )
         self._set(self.title, title)
-        self._set(self.totals, render.totals_html(snap))
-        self._set(self.workers, render.workers_html(snap, now))
-        self._set(self.queue, render.queue_html(snap, now))
+        self._set(self.totals, render.totals_html(view))
+        self._set(self.workers, render.workers_html(view))
+        self._set(self.queue, render.queue_html(view))
         try:
             hints = review(list(self._history))
         except Exception:  # a malformed record must not stop the panel

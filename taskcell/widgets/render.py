@@ -1,28 +1,19 @@
-"""A snapshot as HTML: the panel's totals, worker table, queue and right-sizing hints.
+"""A snapshot's view as HTML: the panel's totals, worker groups, waiting tasks and hints.
 
-Pure functions of a :class:`~taskcell.planner.schema.Snapshot`, so they are tested without a
-kernel and could serve any HTML view. Styles are inline (an ipywidgets ``HTML`` has no stylesheet)
-and use colours that read on light and dark themes. Everything from the cluster is escaped.
-
-Readable at 200 workers: workers with identical resources form one group with one header row;
-within a group busy workers come first, and in a group of more than :data:`IDLE_ROWS` workers the
-idle ones fold into a single line. The table sits in a scroll box the panel provides.
+Pure functions of a :class:`~taskcell.planner.view.SnapshotView`, which has already grouped,
+ordered and worded everything the same way the JupyterLab sidebar does; this module only draws
+it. Styles are inline (an ipywidgets ``HTML`` has no stylesheet) and use colours that read on
+light and dark themes. Everything from the cluster is escaped. The worker table sits in a scroll
+box the panel provides.
 """
 
 from __future__ import annotations
 
 import html
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, WorkerSnapshot
-from taskcell.planner.suggestion import show_amount
-
-#: A group with more workers than this folds its idle ones into one row.
-IDLE_ROWS = 8
-#: Most tasks listed in the queue section; the rest are counted.
-QUEUE_ROWS = 50
+from taskcell.planner.view import BarView, GroupView, SnapshotView, WorkerView
 
 RUNNING = "#2f7ed8"
 ASSIGNED = "#f28f43"
@@ -54,37 +45,15 @@ STYLE = (
 esc = html.escape
 
 
-amount = show_amount
-
-
-def duration(seconds: float) -> str:
-    """``75`` -> ``"1m15s"``; ``4000`` -> ``"1h06m"``."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-def bar(use: ResourceUse, width: int = 72) -> str:
-    """One resource as a bar: running solid, assigned-and-waiting hatched, and the numbers."""
-    total, running, assigned = use["total"], use["running"], use["assigned"]
-    r = min(running / total, 1.0) if total else 0.0
-    a = min(assigned / total, 1.0 - r) if total else 0.0
-    name = use["resource"]
-    tip = (
-        f"{name}: {amount(name, running)} of {amount(name, total)} held by running tasks, "
-        f"{amount(name, assigned)} asked for by tasks waiting on this worker"
-    )
-    text = f"{amount(name, running)}/{amount(name, total)}"
-    if assigned:
-        text += f" <span class='tcw-a'>+{esc(amount(name, assigned))}</span>"
+def bar(view: BarView, width: int = 72) -> str:
+    """One resource as a bar: running solid, assigned-and-waiting hatched, and its label."""
+    r, a = view["running_share"] * 100, view["assigned_share"] * 100
     return (
-        f"<span class='tcw-b' title='{esc(tip)}'><span class='tcw-k' style='width:{width}px'>"
-        f"<span class='tcw-r' style='width:{r * 100:.0f}%'></span>"
-        f"<span class='tcw-h' style='left:{r * 100:.0f}%;width:{a * 100:.0f}%'></span></span>"
-        f"<span class='tcw-s'>{text}</span></span>"
+        f"<span class='tcw-b' title='{esc(view['title'])}'>"
+        f"<span class='tcw-k' style='width:{width}px'>"
+        f"<span class='tcw-r' style='width:{r:.0f}%'></span>"
+        f"<span class='tcw-h' style='left:{r:.0f}%;width:{a:.0f}%'></span></span>"
+        f"<span class='tcw-s'>{esc(view['label'])}</span></span>"
     )
 
 
@@ -96,128 +65,78 @@ def legend() -> str:
     )
 
 
-def totals_html(snap: Snapshot) -> str:
-    """The cluster's totals, one bar per resource, and counts of workers and tasks."""
-    n = len(snap["workers"])
-    running = sum(w["running_tasks"] for w in snap["workers"])
-    waiting = sum(w["assigned_tasks"] for w in snap["workers"])
-    counts = (
-        f"{n} worker{'s' if n != 1 else ''} · {running} running · {waiting} waiting on workers"
-        f" · {snap['queued']} queued"
-    )
+def totals_html(view: SnapshotView) -> str:
+    """The cluster's counts and totals, one bar per resource."""
     bars = " ".join(
-        f"<span style='margin-right:14px;white-space:nowrap'><b>{esc(u['resource'])}</b> "
-        f"{bar(u, 90)}</span>"
-        for u in snap["totals"]
+        f"<span style='margin-right:14px;white-space:nowrap'><b>{esc(b['resource'])}</b> "
+        f"{bar(b, 90)}</span>"
+        for b in view["totals"]
     )
-    return f"{STYLE}<div>{counts}{legend()}</div><div style='margin-top:3px'>{bars}</div>"
+    return (
+        f"{STYLE}<div>{esc(view['summary'])}{legend()}</div>"
+        f"<div style='margin-top:3px'>{bars}</div>"
+    )
 
 
-def _signature(w: WorkerSnapshot) -> tuple:
-    return tuple((u["resource"], u["total"]) for u in w["resources"])
-
-
-def groups(workers: Iterable[WorkerSnapshot]) -> list[list[WorkerSnapshot]]:
-    """Workers with identical resources together, largest group first."""
-    by: dict[tuple, list[WorkerSnapshot]] = {}
-    for w in workers:
-        by.setdefault(_signature(w), []).append(w)
-    return sorted(by.values(), key=lambda g: (-len(g), g[0]["address"]))
-
-
-def _busy(w: WorkerSnapshot) -> bool:
-    return bool(w["running_tasks"] or w["assigned_tasks"])
-
-
-def _tasks_cell(w: WorkerSnapshot, now: float) -> str:
-    running = [t for t in w["tasks"] if t["state"] == "running"]
+def _tasks_cell(w: WorkerView) -> str:
     shown = ", ".join(
         f"<span title='{esc(t['key'])}'>{esc(t['name'])} "
-        f"<span class='tcw-s'>{duration(now - t['since'])}</span></span>"
-        for t in running[:4]
+        f"<span class='tcw-s'>{esc(t['request'])} · {esc(t['waited'])}</span></span>"
+        for t in w["running"]
     )
-    if w["running_tasks"] > 4:
-        shown += f" <span class='tcw-s'>+{w['running_tasks'] - 4} more</span>"
-    if w["assigned_tasks"]:
-        shown += f" <span class='tcw-a'>{w['assigned_tasks']} waiting</span>"
+    if w["more_running"]:
+        shown += f" <span class='tcw-s'>{esc(w['more_running'])}</span>"
+    if w["waiting"]:
+        shown += f" <span class='tcw-a'>{esc(w['waiting'])}</span>"
     return shown or "<span class='tcw-s'>idle</span>"
 
 
-def _worker_row(w: WorkerSnapshot, now: float) -> str:
-    cells = "".join(f"<td>{bar(u)}</td>" for u in w["resources"])
+def _worker_row(w: WorkerView) -> str:
+    cells = "".join(f"<td>{bar(b)}</td>" for b in w["bars"])
     return (
         f"<tr><td title='{esc(w['address'])}'>{esc(w['name'])}</td>{cells}"
-        f"<td class='tcw-w'>{_tasks_cell(w, now)}</td></tr>"
+        f"<td class='tcw-w'>{_tasks_cell(w)}</td></tr>"
     )
 
 
-def _group_rows(group: Sequence[WorkerSnapshot], now: float) -> str:
-    first = group[0]
-    ncols = len(first["resources"]) + 2
-    has = ", ".join(
-        f"{u['resource']} {amount(u['resource'], u['total'])}" for u in first["resources"]
-    )
-    busy = sorted((w for w in group if _busy(w)), key=lambda w: w["name"])
-    idle = sorted((w for w in group if not _busy(w)), key=lambda w: w["name"])
-    n = len(group)
-    title = f"{n} worker{'s' if n != 1 else ''} with {has}"
-    if n > 1:
-        title += f" · {len(busy)} busy"
-    head = "".join(f"<th>{esc(u['resource'])}</th>" for u in first["resources"])
+def _group_rows(group: GroupView) -> str:
+    ncols = len(group["resources"]) + 2
+    head = "".join(f"<th>{esc(r)}</th>" for r in group["resources"])
     rows = [
-        f"<tr><td colspan='{ncols}' class='tcw-g'>{esc(title)}</td></tr>",
+        f"<tr><td colspan='{ncols}' class='tcw-g'>{esc(group['title'])}</td></tr>",
         f"<tr><th>worker</th>{head}<th>tasks</th></tr>",
+        *(_worker_row(w) for w in group["workers"]),
     ]
-    rows += [_worker_row(w, now) for w in busy]
-    if len(group) > IDLE_ROWS and len(idle) > 1:
-        names = ", ".join(w["name"] for w in idle[:12]) + (", ..." if len(idle) > 12 else "")
+    if group["folded"]:
         rows.append(
-            f"<tr><td colspan='{ncols}' class='tcw-w tcw-s'>"
-            f"{len(idle)} idle: {esc(names)}</td></tr>"
+            f"<tr><td colspan='{ncols}' class='tcw-w tcw-s'>{esc(group['folded'])}</td></tr>"
         )
-    else:
-        rows += [_worker_row(w, now) for w in idle]
     return "".join(rows)
 
 
-def workers_html(snap: Snapshot, now: float | None = None) -> str:
-    """Every worker, grouped by identical resources, with its bars and running tasks."""
-    now = time.time() if now is None else now
-    if not snap["workers"]:
-        return "<div>No worker is connected to the scheduler.</div>"
-    body = "".join(_group_rows(g, now) for g in groups(snap["workers"]))
+def workers_html(view: SnapshotView) -> str:
+    """Every worker group, with its bars and running tasks."""
+    if view["no_workers"]:
+        return f"<div>{esc(view['no_workers'])}</div>"
+    body = "".join(_group_rows(g) for g in view["groups"])
     return f"{STYLE}<table class='tcw-t'>{body}</table>"
 
 
-def _request(t: TaskInfo) -> str:
-    return ", ".join(f"{r}={amount(r, a)}" for r, a in t["request"].items()) or "a thread"
-
-
-def waiting_tasks(snap: Snapshot) -> list[TaskInfo]:
-    """Tasks waiting for something: queued on the scheduler, then assigned on a worker."""
-    assigned = [t for w in snap["workers"] for t in w["tasks"] if t["state"] == "assigned"]
-    return list(snap["queue"]) + sorted(assigned, key=lambda t: t["since"])
-
-
-def queue_html(snap: Snapshot, now: float | None = None) -> str:
-    """The tasks that wait, oldest first, with what each waits for."""
-    now = time.time() if now is None else now
-    tasks = waiting_tasks(snap)
-    if not tasks:
-        return "<div style='font-size:90%;opacity:0.8'>Nothing waits.</div>"
+def queue_html(view: SnapshotView) -> str:
+    """The tasks that wait, with what each waits for."""
+    title = f"<b>{esc(view['waiting_title'])}</b>"
+    note = esc(view["waiting_note"] or "")
+    if not view["waiting"]:
+        return f"{title}<div style='font-size:90%;opacity:0.8'>{note}</div>"
     rows = "".join(
-        f"<tr><td title='{esc(t['key'])}'>{esc(t['name'])}</td>"
-        f"<td>{esc(_request(t))}</td>"
-        f"<td>{'on ' + esc(t['worker']) if t['worker'] else 'queued'}</td>"
-        f"<td>{duration(now - t['since'])}</td>"
+        f"<tr><td title='{esc(t['key'])}'>{esc(t['name'])}</td><td>{esc(t['request'])}</td>"
+        f"<td>{esc(t['where'])}</td><td>{esc(t['waited'])}</td>"
         f"<td class='tcw-w'>{esc(t['waiting_for'] or '')}</td></tr>"
-        for t in tasks[:QUEUE_ROWS]
+        for t in view["waiting"]
     )
-    total = snap["queued"] + sum(w["assigned_tasks"] for w in snap["workers"])
-    more = total - min(len(tasks), QUEUE_ROWS)
-    tail = f"<div class='tcw-s'>and {more} more</div>" if more > 0 else ""
+    tail = f"<div class='tcw-s'>{note}</div>" if note else ""
     head = "".join(f"<th>{h}</th>" for h in ("task", "asks", "where", "waited", "waiting for"))
-    return f"{STYLE}<table class='tcw-t'><tr>{head}</tr>{rows}</table>{tail}"
+    return f"{STYLE}{title}<table class='tcw-t'><tr>{head}</tr>{rows}</table>{tail}"
 
 
 def hints_html(hints: Sequence[Any]) -> str:

@@ -27,7 +27,7 @@ GIB = 2**30
         (Resources(gpu=GPU("A100", 1, "1g.5gb")), {"MIG-A100-1g.5gb": 1}),
         (Resources(gpu=TPU("V5P", "2x2x1")), {"TPU-V5P-2x2x1": 1}),
         (
-            Resources(gpu=Device("custom_accelerator", 2, "large")),
+            Resources(gpu=Device(2, "GPU", "custom_accelerator", "large")),
             {"DEVICE-custom_accelerator-large": 2},
         ),
         (Resources(extra={"process": 1}), {"process": 1}),
@@ -87,7 +87,7 @@ def test_infeasible_names_the_shortfall_and_the_best_worker():
 def test_native_capacity_bounds_unreserved_requests():
     small = worker("tcp://small", nthreads=2, memory=4 * GIB)
     request = Resources(cpu=8, memory="16Gi")
-    with pytest.raises(InfeasibleError, match=r"asks threads=8; .* has is 2.*memory limit=16Gi"):
+    with pytest.raises(InfeasibleError, match=r"asks threads=8; .* has is 2.*memory limit=16 GiB"):
         check_feasible(request, dask_resources(request, [small]), [small])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import shutil
@@ -18,6 +19,8 @@ import pytest
 
 from taskcell.cluster import worker_cli
 from taskcell.cluster.worker_cli import WorkerCommand, main, parse_resources, run_workers
+from taskcell.errors import SpecError
+from taskcell.runner.task_line import parse_task_line
 
 RECORDED = Path(__file__).parent / "recorded"
 SCHEDULER = "tcp://10.0.0.1:8786"
@@ -168,13 +171,13 @@ def test_scheduler_file_may_replace_the_address(fake_gpus, capsys):
         ),
         (
             [SCHEDULER, "--resources", "GPU=two"],
-            "argument --resources: expected NAME=NUMBER pairs with NUMBER at least 0, "
-            "separated by commas, such as \"GPU=2,process=1\", got 'GPU=two'",
+            "argument --resources: 'GPU' must be a number of 0 or more such as 1 or 70e9, "
+            "got 'two'",
         ),
         ([SCHEDULER, "--resources", "GPU"], "got 'GPU'"),
         (
             [SCHEDULER, "--resources", "process=1,GPU=-1"],
-            "got 'process=1,GPU=-1' (bad pair 'GPU=-1')",
+            "'GPU' must be a number of 0 or more such as 1 or 70e9, got '-1' (a negative amount)",
         ),
         (
             [SCHEDULER, "--scratch", "/no/such/dir"],
@@ -232,6 +235,33 @@ def test_help_exits_0(capsys):
 )
 def test_parse_resources(text, parsed):
     assert parse_resources(text) == parsed
+
+
+ONE_GRAMMAR = ["GPU=2,process=1", "GPU=2 MEMORY=100e9", "x=0.5,", "GPU=two", "process",
+               "GPU=1,gpu=2", "x=1e400", "x=２", "a b=1", "x=1=2"]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ONE_GRAMMAR, ids=ONE_GRAMMAR)
+def test_a_worker_and_a_task_line_read_resources_by_one_grammar(text):
+    # The same text gives the same amounts, or the same message but for the lower bound (a
+    # worker may advertise 0), through both --resources.
+    try:
+        on_the_line: object = parse_task_line(f"--resources {shlex.quote(text)}").extra
+    except SpecError as error:
+        on_the_line = str(error).removeprefix("--resources: ")
+    try:
+        for_the_worker: object = parse_resources(text)
+    except argparse.ArgumentTypeError as error:
+        for_the_worker = str(error).replace("a number of 0 or more", "a positive number")
+    assert on_the_line == for_the_worker
+
+
+def test_only_a_worker_may_advertise_none_of_a_resource():
+    assert parse_resources("process=0") == {"process": 0}
+    with pytest.raises(SpecError, match="'process' must be a positive number"):
+        parse_task_line("--resources process=0")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"got '-1' \(a negative amount\)"):
+        parse_resources("process=-1")
 
 
 # --- running workers (without Dask) -------------------------------------------------------------

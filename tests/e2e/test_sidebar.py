@@ -4,10 +4,10 @@ and a worker advertising ``GPU=2``, headless Chromium driven by Playwright.
 A copy of the ``%%task`` demo notebook is opened, pointed at the cluster with
 ``%task_cluster``, and a ``%%task --gpu 1 --bg`` cell is run from the page; the sidebar, which
 knew no cluster before, must show one of the worker's two GPUs in use, then none when the task
-ends; then the planner form's suggestion is put atop the active cell. The task sleeps until
-the test has seen it running (a ``distributed.Event``, at most
-:data:`TASK_SECONDS`), so a slow machine cannot make it end unseen. Screenshots of both moments
-are saved under ``test-artifacts/``.
+ends, in the words the notebook panel uses for the same snapshot; then the planner form's
+suggestion is put atop the active cell. The task sleeps until the test, having seen it running,
+writes a file (at most :data:`TASK_SECONDS`), so a slow machine cannot make it end unseen.
+Screenshots of both moments are saved under ``test-artifacts/``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.slow
 
 DEMO = REPO / "demo_notebooks" / "02-task-magic.ipynb"
 TASK_SECONDS = 60
-RELEASE = "taskcell-e2e-release"
 
 
 def free_port() -> int:
@@ -55,7 +54,7 @@ def code_cell(source: str) -> dict:
     }
 
 
-def demo_copy(folder: Path, address: str) -> str:
+def demo_copy(folder: Path, address: str, release: Path) -> str:
     """The demo notebook with, after its ``%load_ext taskcell``, the cells this test runs."""
     notebook = json.loads(DEMO.read_text())
     cells = [copy.deepcopy(c) for c in notebook["cells"]]
@@ -67,8 +66,10 @@ def demo_copy(folder: Path, address: str) -> str:
     cells[first_code + 1 : first_code + 1] = [
         code_cell(f"%task_cluster {address}"),
         code_cell(
-            "%%task --gpu 1 --bg --name gpu-sleep\nfrom distributed import Event\n"
-            f"slept = Event({RELEASE!r}).wait({TASK_SECONDS})"
+            "%%task --gpu 1 --bg --name gpu-sleep\nimport os, time\n"
+            f"deadline = time.time() + {TASK_SECONDS}\n"
+            f"while not os.path.exists({str(release)!r}) and time.time() < deadline:\n"
+            "    time.sleep(0.05)"
         ),
     ]
     notebook["cells"] = cells
@@ -167,15 +168,17 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
 def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster, lab):
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
-    from distributed import Client, Event
     from playwright.sync_api import expect
+
+    from taskcell.planner.view import snapshot_view
 
     status, body = lab.get("taskcell/api/clusters")
     assert status == 200, (
         f"the taskcell server extension is not enabled (pip install -e .): {body!r}"
     )
     assert json.loads(body) == {"clusters": []}
-    name = demo_copy(tmp_path / "notebooks", gpu_cluster.address)
+    release = tmp_path / "release"
+    name = demo_copy(tmp_path / "notebooks", gpu_cluster.address, release)
 
     with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-failure.png") as page:
         # The kernel has started and connected ("No Kernel | Initializing" until then).
@@ -213,12 +216,27 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
         expect(selected).to_have_text(f"{name} ({gpu_cluster.address})")
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-busy.png"))
 
-        with Client(gpu_cluster.address, timeout=10) as client:
-            Event(RELEASE, client=client).set()
+        release.touch()
         expect(gpu).to_have_attribute("data-running", "0", timeout=15_000)
         expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
         expect(sidebar.locator(".jp-taskcell-task-running")).to_have_count(0)
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-idle.png"))
+
+        # The sidebar words the snapshot as the notebook panel does (taskcell.planner.view).
+        (cluster,) = json.loads(lab.get("taskcell/api/clusters")[1])["clusters"]
+        snap = json.loads(lab.get(f"taskcell/api/clusters/{cluster['id']}")[1])["snapshot"]
+        view = snapshot_view(snap, time.time())
+        expect(sidebar.locator(".jp-taskcell-summary")).to_have_text(view["summary"])
+        expect(sidebar.locator(".jp-taskcell-group-title")).to_have_text(
+            [g["title"] for g in view["groups"]]
+        )
+        expect(sidebar.locator(".jp-taskcell-worker-head")).to_have_text(
+            [w["name"] for g in view["groups"] for w in g["workers"]]
+        )
+        expect(sidebar.locator(".jp-taskcell-resource-label")).to_have_text(
+            [b["label"] for b in view["totals"]]
+            + [b["label"] for g in view["groups"] for w in g["workers"] for b in w["bars"]]
+        )
 
         # The planner: a size in, a preset out, its line put atop the active cell.
         sidebar.locator(".jp-taskcell-size").fill("1 GiB")

@@ -75,7 +75,7 @@ def test_dynamic_resources_become_resource_functions(tmp_path):
         )
     )
     assert (
-        '@task(resources=ResourceTemplate(memory="1Gi", cpu=lambda files: min(8, len(files))))'
+        '@task(resources=ResourceTemplate(memory="1Gi", cpu=Expression("min(8, len(files))")))'
         in source
     )
     assert "    files = files" not in source  # a value, not a future: nothing to wait for

@@ -119,6 +119,33 @@ def test_dynamic_resources_read_values():
     assert dict(step.request.dynamic) == {"cpu": "min(8, len(files))"}
 
 
+def test_expression_names_come_in_the_order_they_are_read():
+    wf = plan(
+        "a = [1]\nb = 2",
+        '%%task --cpu "max(len(a), 1) + b"\nc = 3',
+    )
+    assert wf.tasks[0].params == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        "def g(v):\n    return v * scale",
+        "f = g = lambda v: v * scale",
+        "g: object = lambda v: scale",
+    ],
+    ids=["def", "chained lambda", "annotated lambda"],
+)
+def test_every_way_of_defining_a_function_carries_the_futures_it_reads(definition):
+    wf = plan(
+        "%%task\nscale = 3",
+        definition,
+        "%%task\nscale = 4",  # a future again: g needs its value
+        "%%task\nout = g(2)",
+    )
+    assert tasks(wf)[2] == ("compute_out", ("g",), ("out",), ("scale",), (2,))
+
+
 def test_trailing_values():
     wf = plan("x = 1\nx", "x;", "len([x])", "a, b = 1, 2\na, b", "%%task\ny = x\ny")
     assert [code for code, _ in drivers(wf)] == [
@@ -165,7 +192,7 @@ def test_history_reads_are_noted():
         ),
         (["import asyncio", "await asyncio.sleep(0)"], r"cell 2 .*top-level `await` \(line 1\)"),
         (["%%task --env nope\nx = 1"], r"cell 1 .*--env 'nope' is not a defined environment"),
-        (["%%task tiny_task\nx = 1"], r"cell 1 .*unknown preset 'tiny_task'"),
+        (["%%task tiny_task\nx = 1"], r"cell 1 .*preset= 'tiny_task' is not a known preset"),
     ],
     ids=["expression-name", "global", "await", "env", "preset"],
 )

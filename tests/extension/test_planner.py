@@ -98,8 +98,8 @@ class TestWithACluster:
         assert set(verdicts) == {"gpu-box", "small-box"}
         assert verdicts["gpu-box"]["able"] is True
         assert verdicts["small-box"]["able"] is False
-        assert "lacks threads: asks 2, has 1" in verdicts["small-box"]["reason"]
-        assert "lacks memory limit" in verdicts["small-box"]["reason"]
+        assert "asks threads=2; this worker has 1" in verdicts["small-box"]["reason"]
+        assert "asks memory limit=" in verdicts["small-box"]["reason"]
 
     async def test_a_first_request_waits_for_the_cluster_rather_than_answer_without_it(
         self, api, two_workers

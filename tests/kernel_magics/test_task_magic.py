@@ -256,6 +256,14 @@ def test_dynamic_value_is_evaluated_against_the_namespace(gpu_kernel):
     assert last_request(gpu_kernel) == "Resources(cpu=2)"
 
 
+def test_a_comprehension_in_a_dynamic_value_sees_the_notebooks_names(gpu_kernel):
+    # eval() with the namespace as locals hid it from the comprehension: NameError on `n`.
+    gpu_kernel.run("files = ['a', 'bb', 'ccc']\nn = 1")
+    out = gpu_kernel.run('%%task --cpu "sum(1 for f in files if len(f) > n)"\nk = len(files)')
+    assert out.status == "ok", out.error_text
+    assert last_request(gpu_kernel) == "Resources(cpu=2)"
+
+
 def test_named_environment_then_cell_fields(gpu_kernel):
     out = gpu_kernel.run("%task_env training --gpu 1 --memory 1Gi")
     assert out.status == "ok", out.error_text

@@ -7,9 +7,9 @@ import asyncio
 from distributed import Event
 from distributed.utils_test import gen_cluster
 
-from taskcell.planner import OccupancyFeed, occupancy, snapshot
-from taskcell.planner import plugin as wire
+from taskcell.planner import OccupancyFeed, occupancy, plugin, snapshot, wire
 from taskcell.planner.feed import install
+from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER
 
 GPU_WORKER = [("127.0.0.1", 2, {"resources": {"GPU": 2}})]
 LONG = 60
@@ -55,8 +55,8 @@ async def test_updates_are_bounded_whatever_the_queue(c, s, a):
     snap = feed.snapshot()
     (w,) = snap["workers"]
     assert (w["running_tasks"], w["assigned_tasks"]) == (2, 58)
-    assert len(w["tasks"]) == 2 + wire.TASKS_PER_WORKER == 7
-    assert len(snap["queue"]) == wire.QUEUE_LIMIT
+    assert len(w["tasks"]) == 2 + TASKS_PER_WORKER == 7
+    assert len(snap["queue"]) == QUEUE_LIMIT
     oldest = [t["since"] for t in w["tasks"] if t["state"] == "assigned"]
     assert oldest == sorted(oldest)
     frame = await occupancy(c)
@@ -78,9 +78,7 @@ async def test_updates_are_bounded_whatever_the_queue(c, s, a):
 
 def state(s):
     """The plugin's whole state now, decoded (straight from the scheduler, in-process)."""
-    from taskcell.planner.feed import decode
-
-    return decode(s.plugins[wire.PLUGIN_NAME].handle_snapshot())
+    return wire.decode(s.plugins[plugin.PLUGIN_NAME].handle_snapshot())
 
 
 def threads(snap):
@@ -95,14 +93,14 @@ def threads(snap):
 @gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
 async def test_a_missed_update_is_recovered_from_the_whole_state(c, s, a):
     feed = await OccupancyFeed(c).start()
-    plugin = s.plugins[wire.PLUGIN_NAME]
-    subscribers, plugin.subscribers = plugin.subscribers, set()
+    occupancy_plugin = s.plugins[plugin.PLUGIN_NAME]
+    subscribers, occupancy_plugin.subscribers = occupancy_plugin.subscribers, set()
     f = c.submit(hold, "gap", resources={"GPU": 1}, pure=False)
     await until(lambda: gpu(state(s)) == (2, 1, 0))  # published to nobody
-    plugin.subscribers = subscribers  # so the feed missed an update
+    occupancy_plugin.subscribers = subscribers  # so the feed missed an update
     await Event("gap").set()
     await f
-    await until(lambda: gpu(feed.snapshot()) == (2, 0, 0) and feed.seq == plugin.seq)
+    await until(lambda: gpu(feed.snapshot()) == (2, 0, 0) and feed.seq == occupancy_plugin.seq)
     await feed.close()
 
 
@@ -120,16 +118,14 @@ async def test_tuple_keys_and_plain_tasks_count_as_threads(c, s, a):
 @gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
 async def test_a_scheduler_without_the_plugin_gets_it_again(c, s, a):
     await snapshot(c)
-    s.remove_plugin(wire.PLUGIN_NAME)
+    s.remove_plugin(plugin.PLUGIN_NAME)
     del s.handlers["taskcell_occupancy"]
     snap = await snapshot(c)  # answered None: installed again, asked again
     assert gpu(snap) == (2, 0, 0)
-    assert wire.PLUGIN_NAME in s.plugins
+    assert plugin.PLUGIN_NAME in s.plugins
 
 
 def test_large_updates_travel_compressed_and_decode_the_same():
-    from taskcell.planner.feed import decode
-
     workers = [
         [f"tcp://10.0.0.{i}:1", f"w{i}", 2, 0, {"threads": [2, 1, 0], "GPU": [2, 1, 0]},
          [[f"cell-{i}-{'a' * 32}", None, {"GPU": 1}, "r", 1.5]], 1, 0]
@@ -142,8 +138,8 @@ def test_large_updates_travel_compressed_and_decode_the_same():
     }  # fmt: skip
     packed = wire.pack(full)
     assert set(packed) == {"v", "epoch", "seq", "zlib"} and len(packed["zlib"]) < 4000
-    assert decode(packed) == decode(full)
-    assert decode(full)["workers"][0]["tasks"][0]["name"] == "cell-0"
+    assert wire.decode(packed) == wire.decode(full)
+    assert wire.decode(full)["workers"][0]["tasks"][0]["name"] == "cell-0"
     small = {**full, "workers": workers[:3]}
     assert wire.pack(small) is small
 
@@ -151,10 +147,11 @@ def test_large_updates_travel_compressed_and_decode_the_same():
 @gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
 async def test_a_scheduler_restart_keeps_subscribers_and_numbering(c, s, a):
     feed = await OccupancyFeed(c).start()
-    plugin = s.plugins[wire.PLUGIN_NAME]
-    seq, epoch = plugin.seq, plugin.epoch
-    plugin.restart(s)  # what Client.restart() triggers on the scheduler
-    assert (plugin.seq, plugin.epoch, plugin.subscribers) == (seq, epoch, {c.id})
+    scheduler_plugin = s.plugins[plugin.PLUGIN_NAME]
+    seq, epoch = scheduler_plugin.seq, scheduler_plugin.epoch
+    scheduler_plugin.restart(s)  # what Client.restart() triggers on the scheduler
+    assert (scheduler_plugin.seq, scheduler_plugin.epoch) == (seq, epoch)
+    assert scheduler_plugin.subscribers == {c.id}
     f = c.submit(hold, "after-restart", resources={"GPU": 1}, pure=False)
     await until(lambda: gpu(feed.snapshot()) == (2, 1, 0))
     await Event("after-restart").set()

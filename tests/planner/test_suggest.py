@@ -124,7 +124,7 @@ def test_live_workers_say_who_can_run_it_and_a_runnable_preset_wins():
     assert s.preset == "small_gpu_task"
     assert "g6e_xlarge_task is smaller, but no live worker can run it" in s.message
     assert s.able == ["tcp://10.0.0.1:1"]
-    assert "lacks GPU: asks 1, has 0" in s.unable["tcp://10.0.0.2:1"]
+    assert "asks GPU=1; this worker has 0" in s.unable["tcp://10.0.0.2:1"]
     assert "1 of 2 live workers can run it (gpu-box)" in str(s)
 
 
@@ -147,7 +147,9 @@ def test_workers_as_snapshot_records_and_json():
             "address": "tcp://10.0.0.3:1",
             "name": "small",
             "able": False,
-            "reason": "lacks threads: asks 2, has 1; lacks memory limit: asks 4 GiB, has 2 GiB",
+            "reason": (
+                "asks threads=2; this worker has 1; asks memory limit=4 GiB; this worker has 2 GiB"
+            ),
         }
     ]
     assert info["request"] == {"cpu": "2", "memory": "4Gi", "disk": "1Gi"}

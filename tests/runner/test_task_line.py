@@ -6,7 +6,14 @@ import pytest
 
 from taskcell.errors import SpecError
 from taskcell.runner.task_line import TaskLine, build_request, parse_task_line
-from taskcell.spec import BUILTIN_PRESETS, Environment, Resources
+from taskcell.spec import (
+    BUILTIN_PRESETS,
+    Environment,
+    Expression,
+    Resources,
+    ResourceTemplate,
+    get_preset,
+)
 
 ENVS = {"train": Environment("train", Resources(cpu=4, memory="16Gi", gpu="A100:1"))}
 
@@ -55,11 +62,11 @@ def test_expressions_are_evaluated_in_the_namespace():
     [
         ("--gpu A100:x", ["gpu=", "'A100:x'"]),
         ("--memory lots", ["--memory 'lots'", "name 'lots' is not defined", "4Gi"]),
-        ("smal_task", ["unknown preset 'smal_task'", "did you mean 'small_task'?"]),
+        ("smal_task", ["preset= 'smal_task' is not a known preset", 'did you mean "small_task"?']),
         ("small_task --preset large_task", ["two presets"]),
         ("--retries -1", ["--retries must be 0 or more"]),
         ("--env nope", ["--env 'nope' is not a defined environment (train)"]),
-        ("--resources process", ["--resources must be NAME=NUMBER pairs"]),
+        ("--resources process", ["--resources: expected NAME=NUMBER pairs"]),
         ("--memroy 4Gi", ["unrecognized arguments: --memroy", 'did you mean "--memory"?']),
     ],
     ids=["gpu", "memory", "preset", "two-presets", "retries", "env", "pairs", "typo"],
@@ -115,5 +122,21 @@ def test_resources_amounts_are_read_exactly_as_the_api_reads_them() -> None:
         "x": 0.5,
     }
     for amount in ["inf", "nan", "1_000", "0x10", "２", "-1", "1e400"]:
-        with pytest.raises(SpecError, match=r"--resources .*extra= 'x' must be a positive number"):
+        with pytest.raises(SpecError, match=r"--resources: 'x' must be a positive number"):
             parse_task_line(f"--resources x={amount}")
+
+
+def test_an_unknown_preset_reads_the_same_on_the_line_as_through_the_api():
+    with pytest.raises(SpecError) as on_the_line:
+        request("v100x4_task")
+    with pytest.raises(SpecError) as through_the_api:
+        get_preset("v100x4_task", BUILTIN_PRESETS)
+    assert str(on_the_line.value) == str(through_the_api.value)
+    assert 'did you mean "v100_x4_task"?' in str(on_the_line.value)
+
+
+def test_an_environment_made_in_python_computes_its_fields_like_the_line():
+    dynamic = {"io": Environment("io", ResourceTemplate(cpu=Expression("len(files)")))}
+    line = parse_task_line("--env io --memory 1Gi")
+    request = build_request(line, dict, dynamic, {"files": ["a", "b"]})
+    assert request == Resources(cpu=2, memory="1Gi")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 from typing import Any
 
@@ -247,3 +248,12 @@ def test_templates_pickle() -> None:
     arguments = {"files": [LatchFile(2 * GI)], "count": 1, "big": True}
     assert copy.resolve(arguments) == template.resolve(arguments)
     assert copy.resolve(arguments) == Resources(cpu=1, memory="8Gi", gpu="A100:1", disk="3Gi")
+
+
+def test_expression_reads_arguments_then_the_globals_of_the_code_defining_the_task() -> None:
+    template = ResourceTemplate(cpu=Expression("math.ceil(len(files) / n)"))
+    module = {"math": math, "n": 99}  # the argument n wins over the global
+    template.check_params(["files", "n"], "t", module)
+    assert template.resolve({"files": "abc", "n": 2}, module) == Resources(cpu=2)
+    with pytest.raises(SpecError, match="reads 'math', which task 't' does not take"):
+        template.check_params(["files", "n"], "t")

@@ -40,7 +40,17 @@ def test_public_api() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["cpu", "devices", "dynamic", "environment", "limits", "presets", "quantity", "resources"],
+    [
+        "amounts",
+        "cpu",
+        "devices",
+        "dynamic",
+        "environment",
+        "limits",
+        "presets",
+        "quantity",
+        "resources",
+    ],
 )
 def test_docstring_examples_hold(
     module: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -44,9 +44,9 @@ FLYTE_EXAMPLES = [
     (dict(gpu=TPU(device="V5P", partition="2x2x1")), "gpu", TPU("V5P", "2x2x1")),
     (dict(gpu=TPU(device="V6E", partition="4x4")), "gpu", TPU("V6E", "4x4")),
     (
-        dict(gpu=Device("custom_accelerator", 2, "large")),
+        dict(gpu=Device(2, "GPU", "custom_accelerator", "large")),
         "gpu",
-        Device("custom_accelerator", 2, "large"),
+        Device(2, "GPU", "custom_accelerator", "large"),
     ),
     (dict(disk="10Gi"), "disk", Range(10 * GI, 10 * GI)),
     (dict(disk="100Gi"), "disk", Range(100 * GI, 100 * GI)),
@@ -209,7 +209,7 @@ OPTIONS = [
     (Resources(cpu=("2", "8"), memory=("8Gi", "32Gi"), disk="50Gi"),
      "--cpu 2,8 --memory 8Gi,32Gi --disk 50Gi"),
     (Resources(extra={"GPU": 2, "MEMORY": 70e9}), "--resources GPU=2,MEMORY=70000000000"),
-    (Resources(gpu=Device("custom_accelerator", 2, "large")),
+    (Resources(gpu=Device(2, "GPU", "custom_accelerator", "large")),
      "--gpu device:custom_accelerator/large:2"),
 ]  # fmt: skip
 

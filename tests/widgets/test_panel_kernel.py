@@ -86,7 +86,7 @@ def test_panel_moves_at_least_once_a_second_while_a_blocking_cell_runs(panel_ker
     times = [t for t, _ in running]
     assert len(running) >= 4, [round(t - first[0], 2) for t in times]
     assert max(b - a for a, b in itertools.pairwise(times)) < 1.5
-    assert "1/2" in running[-1][1]  # one of the two GPUs held by the running cell
+    assert "1 of 2 GPU in use" in running[-1][1]  # one of the two GPUs held by the cell
     assert panel_kernel.value("held") is True
 
     # And it empties once the cell is done.

@@ -1,10 +1,15 @@
-"""The panel's HTML, from snapshots: bars, groups of identical workers, the queue, escaping."""
+"""The panel's HTML, from snapshot views: bars, groups of identical workers, the queue, escaping.
+
+Grouping, order and wording are :mod:`taskcell.planner.view`'s (tested in tests/planner); these
+tests check that the panel draws them.
+"""
 
 from __future__ import annotations
 
 import re
 
 from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, WorkerSnapshot
+from taskcell.planner.view import bar_view, snapshot_view
 from taskcell.widgets import render
 
 NOW = 1_000_000.0
@@ -54,19 +59,23 @@ def snapshot(workers: list[WorkerSnapshot], queue: list[TaskInfo] = ()) -> Snaps
     )
 
 
+def view(workers: list[WorkerSnapshot], queue: list[TaskInfo] = ()):
+    return snapshot_view(snapshot(workers, queue), NOW)
+
+
 def test_bar_tells_running_from_assigned():
-    html = render.bar(use("GPU", 4, 1, 2))
+    html = render.bar(bar_view(use("GPU", 4, 1, 2)))
     assert "width:25%" in html  # running: 1 of 4
     assert "left:25%;width:50%" in html  # assigned: 2 more, hatched
-    assert "1/4" in html and "+2" in html
+    assert "1 of 4 GPU in use, 2 waiting" in html
     assert "1 of 4 held by running tasks, 2 asked for by tasks waiting" in html
 
 
 def test_bar_never_overflows_and_shows_bytes():
-    html = render.bar(use("MEMORY", 8 << 30, 6 << 30, 10 << 30))
+    html = render.bar(bar_view(use("MEMORY", 8 << 30, 6 << 30, 10 << 30)))
     assert "width:75%" in html and "left:75%;width:25%" in html
-    assert "6 GiB/8 GiB" in html and "+10 GiB" in html
-    assert "width:0%" in render.bar(use("GPU", 0, 0, 0))
+    assert "6 GiB of 8 GiB MEMORY in use, 10 GiB waiting" in html
+    assert "width:0%" in render.bar(bar_view(use("GPU", 0, 0, 0)))
 
 
 def test_two_hundred_workers_fold_into_groups():
@@ -74,52 +83,48 @@ def test_two_hundred_workers_fold_into_groups():
         worker(i, running=1 if i < 3 else 0, assigned=1 if i == 0 else 0) for i in range(150)
     ]
     workers += [worker(150 + i, gpus=8) for i in range(50)]
-    html = render.workers_html(snapshot(workers), NOW)
+    html = render.workers_html(view(workers))
     assert "150 workers with threads 4, GPU 2 · 3 busy" in html
     assert "50 workers with threads 4, GPU 8 · 0 busy" in html
     assert "147 idle: w003, w004" in html and "50 idle: w150" in html
     # One row per busy worker, not one per worker: 2 group titles, 2 headers, 3 busy, 2 folds.
     assert html.count("<tr>") == 9
-    assert "train-0-0 <span class='tcw-s'>1m15s</span>" in html
+    assert "train-0-0 <span class='tcw-s'>GPU=1 · 1m15s</span>" in html
     assert "1 waiting" in html
     assert len(html) < 20_000
 
 
 def test_small_groups_list_every_worker():
-    html = render.workers_html(snapshot([worker(1), worker(2, running=1)]), NOW)
+    html = render.workers_html(view([worker(1), worker(2, running=1)]))
     assert "w001" in html and "w002" in html and "idle" in html
+    assert html.index("w002") < html.index("w001")  # busy first
 
 
 def test_queue_lists_queued_then_assigned_with_reasons():
     queued = task("big", "queued", None, "no live worker can ever run it: asks GPU=4")
-    html = render.queue_html(snapshot([worker(1, running=1, assigned=1)], [queued]), NOW)
+    html = render.queue_html(view([worker(1, running=1, assigned=1)], [queued]))
     rows = re.findall(r"<tr><td title='[^']*'>([^<]*)</td>", html)
     assert rows == ["big", "wait-1-0"]
     assert "no live worker can ever run it: asks GPU=4" in html and "GPU=1 held" in html
     assert "queued" in html and "on tcp://10.0.0.1:8786" in html
-    assert render.queue_html(snapshot([worker(1)]), NOW).endswith("Nothing waits.</div>")
+    assert "<b>Waiting: 2</b>" in html
+    assert render.queue_html(view([worker(1)])).endswith("Nothing waits.</div>")
 
 
 def test_everything_from_the_cluster_is_escaped():
     w = worker(1, running=1)
     w["name"] = "<img src=x onerror=alert(1)>"
     w["tasks"][0]["name"] = "<b>x</b>"
-    html = render.workers_html(snapshot([w]), NOW) + render.queue_html(snapshot([w]), NOW)
+    html = render.workers_html(view([w])) + render.queue_html(view([w]))
     assert "<img" not in html and "<b>x</b>" not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
 def test_totals_and_counts():
-    html = render.totals_html(snapshot([worker(1, running=1, assigned=1), worker(2)]))
+    html = render.totals_html(view([worker(1, running=1, assigned=1), worker(2)]))
     assert "2 workers · 1 running · 1 waiting on workers · 0 queued" in html
     assert "<b>GPU</b>" in html
 
 
-def test_duration():
-    assert [render.duration(s) for s in (0, 59, 75, 4000, -3)] == [
-        "0s",
-        "59s",
-        "1m15s",
-        "1h06m",
-        "0s",
-    ]
+def test_no_worker():
+    assert "No worker is connected to the scheduler." in render.workers_html(view([]))

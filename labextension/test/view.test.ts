@@ -1,0 +1,48 @@
+// @vitest-environment happy-dom
+/**
+ * The sidebar shows what the notebook panel shows: `view-cases.json` holds snapshots and the
+ * Python view of each (`tests/planner/test_view_agreement.py` writes it and checks it is current).
+ */
+import { describe, expect, it } from 'vitest';
+
+import { renderSnapshot } from '../src/render';
+import type { ISnapshot, ISnapshotView } from '../src/snapshot';
+import { snapshotView } from '../src/view';
+import cases from './view-cases.json';
+
+const all = cases.cases as unknown as Array<{ name: string; snapshot: ISnapshot; view: ISnapshotView }>;
+
+function texts(root: HTMLElement, selector: string): string[] {
+  return [...root.querySelectorAll(selector)].map(node => node.textContent ?? '');
+}
+
+describe.each(all)('$name', ({ snapshot, view }) => {
+  it('computes the same view as the Python', () => {
+    expect(snapshotView(snapshot, cases.now)).toEqual(view);
+  });
+
+  it('shows its groups, workers and labels in that order', () => {
+    const root = renderSnapshot(snapshot, cases.now);
+    expect(texts(root, '.jp-taskcell-group-title')).toEqual(view.groups.map(g => g.title));
+    expect(texts(root, '.jp-taskcell-worker-head')).toEqual(
+      view.groups.flatMap(g => g.workers.map(w => w.name))
+    );
+    expect(texts(root, '.jp-taskcell-worker .jp-taskcell-resource-label')).toEqual(
+      view.groups.flatMap(g => g.workers.flatMap(w => w.bars.map(b => b.label)))
+    );
+    expect(texts(root, '.jp-taskcell-totals .jp-taskcell-resource-label')).toEqual(
+      view.totals.map(b => b.label)
+    );
+    expect(texts(root, '.jp-taskcell-folded')).toEqual(
+      view.groups.flatMap(g => (g.folded ? [g.folded] : []))
+    );
+    expect(texts(root, '.jp-taskcell-summary')).toEqual([view.summary]);
+    expect(texts(root, '.jp-taskcell-queue .jp-taskcell-task-name')).toEqual(
+      view.waiting.map(t => t.name)
+    );
+    expect(texts(root, '.jp-taskcell-queue .jp-taskcell-task-request')).toEqual(
+      view.waiting.map(t => t.request)
+    );
+    expect(texts(root, '.jp-taskcell-queue .jp-taskcell-heading')).toEqual([view.waiting_title]);
+  });
+});

@@ -1,0 +1,282 @@
+"""How a snapshot is shown: grouping, order and every label, one rule set for panel and sidebar.
+
+:func:`snapshot_view` turns a :class:`~taskcell.planner.schema.Snapshot` into a
+:class:`SnapshotView` in which every word and number a person reads is already written. The
+notebook panel (:mod:`taskcell.widgets.render`) draws it as HTML; the JupyterLab sidebar computes
+the same record in ``labextension/src/view.ts``, typed by the declarations generated from this
+module (:mod:`taskcell.planner.typescript`), and ``tests/planner/test_view_agreement.py`` holds
+the two to the same answers on the same snapshots.
+
+The rules, stated once:
+
+- Workers with identical resources (names and totals) form a group; the largest group comes
+  first (on a tie, the group holding the smallest address). Its title says how many workers,
+  what each has and, for more than one, how many are busy.
+- In a group, busy workers (running or waiting tasks) come first, then idle ones, each ordered
+  by name, then address. In a group of more than :data:`IDLE_ROWS` workers, two or more idle ones
+  fold into one line naming the first :data:`FOLD_NAMES`.
+- A worker shows one bar per resource (running solid, assigned hatched, capped at the total),
+  its :data:`RUNNING_SHOWN` oldest running tasks, and how many more run and how many wait.
+- Waiting lists the tasks queued on the scheduler (in the snapshot's order), then those assigned
+  to a worker and waiting there (oldest first), at most :data:`WAITING_ROWS`, each with what it
+  waits for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TypedDict
+
+from taskcell.planner.amounts import show_amount
+from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, TaskState, WorkerSnapshot
+
+#: A group with more workers than this folds its idle ones into one line.
+IDLE_ROWS = 8
+#: Most idle workers a folded line names.
+FOLD_NAMES = 12
+#: Most running tasks listed per worker; the rest are counted.
+RUNNING_SHOWN = 4
+#: Most waiting tasks listed; the rest are counted.
+WAITING_ROWS = 50
+
+
+class BarView(TypedDict):
+    """One resource as a bar: its amounts, the shares of the bar they fill, and their words."""
+
+    resource: str
+    total: float
+    running: float
+    assigned: float
+    #: Share of the bar held by running tasks, from 0 to 1.
+    running_share: float
+    #: Share asked for by assigned tasks that wait, capped at what running ones leave.
+    assigned_share: float
+    #: Beside the bar: "1 of 2 GPU in use, 1 waiting".
+    label: str
+    #: Its tooltip: "GPU: 1 of 2 held by running tasks, 1 asked for by tasks waiting on it".
+    title: str
+    #: Running and waiting tasks ask for more than the total (the waiting ones queue there).
+    oversubscribed: bool
+
+
+class TaskView(TypedDict):
+    """One task as a line: its name, what it asks, where it is and what it waits for."""
+
+    key: str
+    #: Its name, else its key.
+    name: str
+    state: TaskState
+    #: "GPU=1, MEMORY=4 GiB", or "a thread" for a task that asks for no resources.
+    request: str
+    #: "on <worker address>", or "queued" for a task no worker holds yet.
+    where: str
+    #: How long it has run, or waited: "1m15s".
+    waited: str
+    waiting_for: str | None
+
+
+class WorkerView(TypedDict):
+    """One worker as a row."""
+
+    address: str
+    #: Its name, else its address.
+    name: str
+    busy: bool
+    bars: list[BarView]
+    #: Its oldest running tasks, at most ``RUNNING_SHOWN``.
+    running: list[TaskView]
+    #: "+3 more running" when not every running task is listed, else None.
+    more_running: str | None
+    #: "2 waiting" when tasks wait on it, else None.
+    waiting: str | None
+
+
+class GroupView(TypedDict):
+    """Workers with identical resources."""
+
+    #: "3 workers with threads 4, GPU 2 · 1 busy".
+    title: str
+    #: The resources each worker of the group has, in order: the bars' column heads.
+    resources: list[str]
+    #: The rows drawn: busy workers, then idle ones unless they fold.
+    workers: list[WorkerView]
+    #: "147 idle: w003, w004, ..." when idle workers fold into one line, else None.
+    folded: str | None
+
+
+class SnapshotView(TypedDict):
+    """A whole snapshot as it is shown."""
+
+    #: "2 workers · 1 running · 1 waiting on workers · 0 queued".
+    summary: str
+    totals: list[BarView]
+    groups: list[GroupView]
+    #: "No worker is connected to the scheduler." when none is, else None.
+    no_workers: str | None
+    #: "Waiting: 3": how many tasks wait, queued or assigned.
+    waiting_title: str
+    #: Queued tasks, then assigned ones, at most ``WAITING_ROWS``.
+    waiting: list[TaskView]
+    #: "and 12 more" when not every waiting task is listed, "Nothing waits." when none does.
+    waiting_note: str | None
+
+
+def plural(n: int, word: str) -> str:
+    """``1 worker``, ``2 workers``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def duration(seconds: float) -> str:
+    """``75`` -> ``"1m15s"``; ``4000`` -> ``"1h06m"``; never negative."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def request_label(request: dict[str, float]) -> str:
+    """``{"GPU": 1}`` -> ``"GPU=1"``; a task that asks for nothing needs ``"a thread"``."""
+    return ", ".join(f"{r}={show_amount(r, a)}" for r, a in request.items()) or "a thread"
+
+
+def bar_view(use: ResourceUse) -> BarView:
+    """One resource's bar, shares and words."""
+    name, total, running, assigned = use["resource"], use["total"], use["running"], use["assigned"]
+    running_share = min(running / total, 1.0) if total > 0 else 0.0
+    assigned_share = min(assigned / total, 1.0 - running_share) if total > 0 else 0.0
+    label = f"{show_amount(name, running)} of {show_amount(name, total)} {name} in use"
+    if assigned > 0:
+        label += f", {show_amount(name, assigned)} waiting"
+    title = (
+        f"{name}: {show_amount(name, running)} of {show_amount(name, total)} held by running "
+        f"tasks, {show_amount(name, assigned)} asked for by tasks waiting on it"
+    )
+    return BarView(
+        resource=name,
+        total=total,
+        running=running,
+        assigned=assigned,
+        running_share=running_share,
+        assigned_share=assigned_share,
+        label=label,
+        title=title,
+        oversubscribed=running + assigned > total,
+    )
+
+
+def task_view(task: TaskInfo, now: float) -> TaskView:
+    """One task's line, its wait measured up to ``now`` (Unix time)."""
+    return TaskView(
+        key=task["key"],
+        name=task["name"] or task["key"],
+        state=task["state"],
+        request=request_label(task["request"]),
+        where=f"on {task['worker']}" if task["worker"] else "queued",
+        waited=duration(now - task["since"]),
+        waiting_for=task["waiting_for"],
+    )
+
+
+def _label(worker: WorkerSnapshot) -> str:
+    return worker["name"] or worker["address"]
+
+
+def _busy(worker: WorkerSnapshot) -> bool:
+    return bool(worker["running_tasks"] or worker["assigned_tasks"])
+
+
+def worker_view(worker: WorkerSnapshot, now: float) -> WorkerView:
+    """One worker's row: bars, oldest running tasks, counts of the rest."""
+    running = sorted(
+        (t for t in worker["tasks"] if t["state"] == "running"),
+        key=lambda t: (t["since"], t["key"]),
+    )
+    hidden = worker["running_tasks"] - min(len(running), RUNNING_SHOWN)
+    waiting = worker["assigned_tasks"]
+    return WorkerView(
+        address=worker["address"],
+        name=_label(worker),
+        busy=_busy(worker),
+        bars=[bar_view(u) for u in worker["resources"]],
+        running=[task_view(t, now) for t in running[:RUNNING_SHOWN]],
+        more_running=f"+{hidden} more running" if hidden > 0 else None,
+        waiting=f"{waiting} waiting" if waiting else None,
+    )
+
+
+def _order(worker: WorkerSnapshot) -> tuple[str, str]:
+    return _label(worker), worker["address"]
+
+
+def groups(workers: Iterable[WorkerSnapshot]) -> list[list[WorkerSnapshot]]:
+    """Workers with identical resources together, largest group first."""
+    by: dict[tuple, list[WorkerSnapshot]] = {}
+    for w in workers:
+        by.setdefault(tuple((u["resource"], u["total"]) for u in w["resources"]), []).append(w)
+    return sorted(by.values(), key=lambda g: (-len(g), min(w["address"] for w in g)))
+
+
+def group_view(group: list[WorkerSnapshot], now: float) -> GroupView:
+    """One group: its title, its rows, and its idle workers folded when there are many."""
+    first = group[0]
+    has = ", ".join(
+        f"{u['resource']} {show_amount(u['resource'], u['total'])}" for u in first["resources"]
+    )
+    busy = sorted((w for w in group if _busy(w)), key=_order)
+    idle = sorted((w for w in group if not _busy(w)), key=_order)
+    title = f"{plural(len(group), 'worker')} with {has}"
+    if len(group) > 1:
+        title += f" · {len(busy)} busy"
+    folded = None
+    if len(group) > IDLE_ROWS and len(idle) > 1:
+        names = ", ".join(_label(w) for w in idle[:FOLD_NAMES])
+        folded = f"{len(idle)} idle: {names}" + (", ..." if len(idle) > FOLD_NAMES else "")
+        idle = []
+    return GroupView(
+        title=title,
+        resources=[u["resource"] for u in first["resources"]],
+        workers=[worker_view(w, now) for w in busy + idle],
+        folded=folded,
+    )
+
+
+def waiting_tasks(snap: Snapshot) -> list[TaskInfo]:
+    """Tasks waiting for something: queued on the scheduler, then assigned on a worker."""
+    assigned = [t for w in snap["workers"] for t in w["tasks"] if t["state"] == "assigned"]
+    return list(snap["queue"]) + sorted(assigned, key=lambda t: (t["since"], t["key"]))
+
+
+def snapshot_view(snap: Snapshot, now: float) -> SnapshotView:
+    """The whole snapshot as shown, waits measured up to ``now`` (Unix time).
+
+    Examples
+    --------
+    >>> view = snapshot_view(taskcell.planner.snapshot(), time.time())  # doctest: +SKIP
+    >>> [g["title"] for g in view["groups"]]                            # doctest: +SKIP
+    ['1 worker with threads 2, GPU 2']
+    """
+    workers = snap["workers"]
+    running = sum(w["running_tasks"] for w in workers)
+    assigned = sum(w["assigned_tasks"] for w in workers)
+    summary = (
+        f"{plural(len(workers), 'worker')} · {running} running · {assigned} waiting on workers"
+        f" · {snap['queued']} queued"
+    )
+    waiting = waiting_tasks(snap)
+    total_waiting = snap["queued"] + assigned
+    more = total_waiting - min(len(waiting), WAITING_ROWS)
+    if not waiting and not total_waiting:
+        note: str | None = "Nothing waits."
+    else:
+        note = f"and {more} more" if more > 0 else None
+    return SnapshotView(
+        summary=summary,
+        totals=[bar_view(u) for u in snap["totals"]],
+        groups=[group_view(g, now) for g in groups(workers)],
+        no_workers=None if workers else "No worker is connected to the scheduler.",
+        waiting_title=f"Waiting: {total_waiting}",
+        waiting=[task_view(t, now) for t in waiting[:WAITING_ROWS]],
+        waiting_note=note,
+    )

@@ -1,0 +1,113 @@
+"""The one occupancy codec: what the plugin encodes is what every client decodes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from taskcell.planner import wire
+from taskcell.planner.feed import pickled_plugins
+from taskcell.planner.schema import ResourceUse, TaskInfo
+
+KEY = "cell-3-" + "0" * 32
+
+
+def gpu_worker() -> list:
+    return wire.worker_record(
+        "tcp://10.0.0.1:1",
+        "gpu-box",
+        2,
+        8 << 30,
+        {"GPU": [2, 2, 1], "threads": [2, 2, 1], "MEMORY": [8 << 30, 0, 0]},
+        [
+            wire.task_record(KEY, "cell", {"GPU": 1}, "running", 10.0),
+            wire.task_record(("chunk", 0), "chunk", {"GPU": 1}, "assigned", 11.0),
+        ],
+        1,
+        1,
+    )
+
+
+def test_a_worker_decodes_into_the_schema_with_resources_in_order_and_reasons():
+    w = wire.decode_worker(gpu_worker())
+    assert [u["resource"] for u in w["resources"]] == ["threads", "MEMORY", "GPU"]
+    running, assigned = w["tasks"]
+    assert running == TaskInfo(
+        key=KEY,
+        name="cell-3",
+        request={"GPU": 1},
+        state="running",
+        since=10.0,
+        worker="tcp://10.0.0.1:1",
+        waiting_for=None,
+    )
+    assert (assigned["key"], assigned["name"]) == ("('chunk', 0)", "chunk")
+    assert assigned["waiting_for"] == (
+        "waiting on this worker for GPU=1 (2 of 2 held by running tasks)"
+    )
+    assert wire.worker_capacity(w).resources == {"GPU": 2, "MEMORY": 8 << 30}
+
+
+def test_a_whole_state_and_its_samples_round_trip():
+    worker = gpu_worker()
+    queued = wire.task_record("big-1", "big", {"GPU": 4}, "queued", 12.0, "no live worker")
+    totals = wire.sum_totals([worker, worker])
+    assert totals["GPU"] == [4, 4, 2]
+    message = wire.update_message(
+        "e", 3, 13.0, "tcp://s:1", [worker], [], [queued], 1, totals, True
+    )
+    snap = wire.decode(message)
+    assert (snap["seq"], snap["queued"], snap["queue"][0]["waiting_for"]) == (
+        3,
+        1,
+        "no live worker",
+    )
+    assert snap["queue"][0]["worker"] is None
+    ((t, n, uses),) = wire.decode_samples([wire.sample_record(13.0, 1, totals)])
+    assert (t, n) == (13.0, 1)
+    assert uses[0] == ResourceUse(resource="threads", total=4, running=4, assigned=2)
+
+
+def test_whole_amounts_travel_as_ints():
+    assert wire.request_record({"GPU": 1.0, "CPU": 0.5}) == {"GPU": 1, "CPU": 0.5}
+    assert type(wire.amount(2.0)) is int
+
+
+SHIPPED = """
+import sys
+from types import SimpleNamespace as NS
+
+sys.modules["taskcell"] = None  # a scheduler without taskcell installed
+from distributed.protocol.pickle import loads
+
+scheduler_plugin = loads(open(sys.argv[1], "rb").read())
+worker_plugin = loads(open(sys.argv[2], "rb").read())
+task = NS(key="cell-1-" + "a" * 32, prefix=NS(name="cell"), state="no-worker",
+          resource_restrictions={"MEMORY": 3 << 30}, worker_restrictions=None,
+          host_restrictions=None)
+ws = NS(address="tcp://w:1", name="w", nthreads=2, memory_limit=0,
+        resources={"MEMORY": 1 << 30}, processing=set(), long_running=set(), executing=set())
+scheduler_plugin.scheduler = NS(workers={"tcp://w:1": ws}, tasks={task.key: task}, address="s")
+scheduler_plugin.queue["no-worker"][task.key] = 1.0
+print(scheduler_plugin.worker_record(ws))
+print(scheduler_plugin.queue_records())
+print(type(worker_plugin).__name__)
+"""
+
+
+def test_the_plugins_run_where_taskcell_is_not_installed(tmp_path):
+    paths = [tmp_path / "scheduler.pickle", tmp_path / "worker.pickle"]
+    for path, blob in zip(paths, pickled_plugins(), strict=True):
+        path.write_bytes(blob)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SHIPPED), *map(str, paths)],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    worker, queue, reporter = done.stdout.decode().splitlines()
+    assert reporter == "StartReporter"
+    resources = "{'threads': [2, 0, 0], 'MEMORY': [1073741824, 0, 0]}"
+    assert worker == f"['tcp://w:1', 'w', 2, 0, {resources}, [], 0, 0]"
+    assert "asks MEMORY=3 GiB; the most any worker has is 1 GiB, on tcp://w:1" in queue
