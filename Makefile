@@ -24,8 +24,34 @@ $(CHROMIUM):
 	  || echo "taskcell: could not install chromium; the browser test will be skipped"; \
 	else echo "taskcell: no $(CHROMIUM) (apt-get install -y chromium as root); the browser test will be skipped"; fi
 
-test: $(STAMP) $(CHROMIUM)
-	$(PY) -m pytest
+# The Flyte and Latch SDKs conflict with each other, so each gets a venv of its own, pinned, from
+# PyPI; tests/export/test_sdk_modules.py imports and runs the exported modules in them (numpy:
+# the demo notebook's own import).
+FLYTE_VENV := .venv-flyte
+LATCH_VENV := .venv-latch
+$(FLYTE_VENV)/.installed:
+	$(PYTHON) -m venv $(FLYTE_VENV)
+	$(FLYTE_VENV)/bin/python -m pip install -qq "flyte==2.12.1" numpy
+	touch $@
+
+$(LATCH_VENV)/.installed:
+	$(PYTHON) -m venv $(LATCH_VENV)
+	$(LATCH_VENV)/bin/python -m pip install -qq "latch==2.77.2" numpy
+	touch $@
+
+# Debian's slurm-wlm and munge run a real SLURM on 127.0.0.1 for tests/cluster/test_slurm.py;
+# installed where this runs as root with apt-get (CI), which slurmd needs to start jobs anyway.
+SLURMCTLD := /usr/sbin/slurmctld
+$(SLURMCTLD):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge) >/dev/null \
+	  || echo "taskcell: could not install slurm-wlm and munge; the SLURM test will be skipped"; \
+	else echo "taskcell: no $(SLURMCTLD) (apt-get install -y slurm-wlm munge as root); the SLURM test will be skipped"; fi
+
+test: $(STAMP) $(CHROMIUM) $(SLURMCTLD) $(FLYTE_VENV)/.installed $(LATCH_VENV)/.installed
+	TASKCELL_FLYTE_PYTHON=$(CURDIR)/$(FLYTE_VENV)/bin/python \
+	  TASKCELL_LATCH_PYTHON=$(CURDIR)/$(LATCH_VENV)/bin/python \
+	  $(PY) -m pytest
 
 # JupyterLab on the demo notebooks; the Resources sidebar is the bars icon on the right.
 .PHONY: lab
@@ -36,10 +62,10 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix . && $(VENV)/bin/ruff format .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) $(FLYTE_VENV) $(LATCH_VENV) build dist *.egg-info

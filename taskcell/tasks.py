@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from taskcell import config
 from taskcell.cluster.connect import current_client
 from taskcell.cluster.submit import submit
+from taskcell.errors import SpecError
 from taskcell.spec import (
     BUILTIN_PRESETS,
     Environment,
@@ -52,7 +53,7 @@ class Task(Generic[P, R]):
         self.retries = retries
         self._signature = inspect.signature(fn)
         if isinstance(resources, ResourceTemplate):
-            resources.check_params(list(self._signature.parameters), self.name)
+            resources.check_params(list(self._signature.parameters), self.name, self._globals)
         self.resources = resources
         functools.update_wrapper(self, fn)
 
@@ -62,7 +63,12 @@ class Task(Generic[P, R]):
             return self.resources
         bound = self._signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        return self.resources.resolve(bound.arguments)
+        return self.resources.resolve(bound.arguments, self._globals)
+
+    @property
+    def _globals(self) -> dict[str, Any]:
+        """The function's module globals, which a resource expression may read (its imports)."""
+        return getattr(self.fn, "__globals__", {})
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Future:
         """Submit one call to the current cluster; a unique key per call."""
@@ -75,6 +81,48 @@ class Task(Generic[P, R]):
             name=self.name,
             retries=self.retries,
             **kwargs,
+        )
+
+    def override(
+        self,
+        *,
+        resources: Resources | ResourceTemplate | None = None,
+        retries: int | None = None,
+    ) -> Task[P, R]:
+        """Flyte's ``task.override(...)``: the same function under a new request.
+
+        As in Flyte 2, ``resources`` replaces the task's request **whole**: a field it leaves
+        unset is unset, not kept from the environment (``env.task(resources=...)`` and
+        ``%%task --env`` combine field by field instead; see :mod:`taskcell.spec.environment`).
+
+        Parameters
+        ----------
+        resources : Resources or ResourceTemplate, optional
+            The new request; the task's own when None.
+        retries : int, optional
+            The new number of retries; the task's own when None.
+
+        Returns
+        -------
+        Task
+            A new task; this one is unchanged.
+
+        Raises
+        ------
+        SpecError
+            For resources of another type, or a resource function naming a parameter the task
+            does not have.
+        """
+        if resources is not None and not isinstance(resources, Resources | ResourceTemplate):
+            raise SpecError(
+                f"override() resources= must be a Resources or a ResourceTemplate, "
+                f"got {resources!r}"
+            )
+        return Task(
+            self.fn,
+            self.resources if resources is None else resources,
+            name=self.name,
+            retries=self.retries if retries is None else retries,
         )
 
     def __repr__(self) -> str:
@@ -123,8 +171,10 @@ def custom_task(
 class TaskEnvironment(Environment):
     """Flyte's ``TaskEnvironment``: named default resources for the tasks defined with it.
 
-    ``@env.task`` uses the environment's request; ``@env.task(resources=...)`` replaces its
-    fields one by one (fields the override leaves unset keep the environment's value).
+    ``@env.task`` uses the environment's request. ``@env.task(resources=...)`` (taskcell's;
+    Flyte's ``@env.task`` takes no resources) replaces its fields one by one: fields it leaves
+    unset keep the environment's value. ``task.override(resources=...)`` replaces the whole
+    request, as in Flyte.
     """
 
     def task(

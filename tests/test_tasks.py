@@ -8,6 +8,7 @@ from distributed import Client
 import taskcell
 from taskcell import Resources, TaskEnvironment, custom_task, small_task, task
 from taskcell.errors import SpecError
+from taskcell.spec import ResourceTemplate
 
 pytestmark = pytest.mark.slow
 
@@ -82,6 +83,29 @@ def test_task_environment_override_is_field_by_field(client):
     assert bigger.resources == Resources(cpu=1, memory="2Gi", gpu=1)
     assert bigger().result(timeout=30) == "ok"
     assert env.override(memory="4Gi").resources == Resources(cpu=1, memory="4Gi", gpu=1)
+
+
+def test_task_override_replaces_the_whole_request_as_in_flyte(client):
+    env = TaskEnvironment("train", resources=Resources(cpu=1, memory="1Gi", gpu=1))
+
+    @env.task
+    def fit(x):
+        return x + 1
+
+    bigger = fit.override(resources=Resources(memory="2Gi"))
+    assert bigger.resources == Resources(memory="2Gi")  # not cpu=1, gpu=1: Flyte's reading
+    assert fit.resources == Resources(cpu=1, memory="1Gi", gpu=1)  # unchanged
+    assert bigger(1).result(timeout=30) == 2
+    retried = fit.override(retries=2)
+    assert (retried.retries, retried.resources, retried.name) == (2, fit.resources, "fit")
+
+    def allocate_cpu(samples):
+        return 1
+
+    with pytest.raises(SpecError, match="'samples'"):
+        fit.override(resources=ResourceTemplate(cpu=allocate_cpu))
+    with pytest.raises(SpecError, match=r"Resources or a ResourceTemplate, got \{'cpu': 1\}"):
+        fit.override(resources={"cpu": 1})
 
 
 def test_presets_frame_lists_the_latch_catalogue():

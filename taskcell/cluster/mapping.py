@@ -64,7 +64,8 @@ def _accelerator(acc: GPU | TPU | Device | None) -> dict[str, float]:
     if isinstance(acc, GPU):
         typed = {names.gpu_type(acc.device): float(acc.quantity)} if acc.device else {}
         return {names.GPU: float(acc.quantity), **typed}
-    return {names.device(acc.device, acc.partition): float(acc.quantity)}
+    # a request's Device always names its device (one that does not is a GPU, above)
+    return {names.device(acc.device or acc.device_class, acc.partition): float(acc.quantity)}
 
 
 def dask_resources(request: Resources, workers: Iterable[WorkerCapacity]) -> dict[str, float]:

@@ -43,7 +43,7 @@ Target = Literal["dask", "flyte", "latch"]
 
 - ``"dask"``: on a Dask cluster with taskcell (``python workflow.py [--scheduler ADDRESS]``).
 - ``"flyte"``: a Flyte 2 program (``flyte.TaskEnvironment`` per distinct request).
-- ``"latch"``: Latch SDK tasks (a preset decorator or ``custom_task``).
+- ``"latch"``: a Latch workflow (``@workflow``, typed tasks), registrable with ``latch register``.
 """
 
 TARGETS: tuple[Target, ...] = ("dask", "flyte", "latch")

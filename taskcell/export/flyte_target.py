@@ -2,13 +2,22 @@
 
 Each distinct request becomes one ``flyte.TaskEnvironment`` (named after the ``%task_env`` or
 preset the cells used, else after its first task) with ``flyte.Resources`` spelled as Flyte
-documents them: numbers of cores, ``"4Gi"`` strings, ``(request, limit)`` tuples, ``"A100:2"``,
-``flyte.GPU(...)`` for a MIG slice, ``flyte.TPU(...)``. Each ``%%task`` cell becomes a task of
-its environment, taking and returning ``typing.Any`` (Flyte pickles such values). The other cells
+documents them: numbers of cores, ``"4Gi"`` strings, ``(request, limit)`` tuples, Flyte's
+accelerator strings (``"A100:2"``, ``"A100_80G:1"``, ``"Trn1:4"``), ``flyte.GPU(...)`` for a MIG
+slice or a count Flyte's strings do not list, ``flyte.TPU(...)``, and
+``flyte.Device(quantity, device_class, device, partition)`` for any other device.
+
+Flyte replaces a request whole (``task.override(resources=...)``, ``env.clone_with``), where
+taskcell combines an environment and a cell's own fields field by field (see
+:mod:`taskcell.spec.environment`). So every environment here carries its tasks' whole, already
+combined request: a cell ``--env etl --memory 2Gi`` under ``etl = --cpu 1 --memory 1Gi`` gets an
+environment of its own with ``cpu=1, memory="2Gi"``. Each ``%%task`` cell becomes a task of its
+environment, taking and returning ``typing.Any`` (Flyte pickles such values). The other cells
 become the driver, itself a task (``main``) in a ``driver`` environment that depends on the
 others; consecutive tasks that do not read each other's names are awaited together with
 ``asyncio.gather``. A dynamic resource expression becomes ``task.override(resources=...)`` at the
-call, evaluated with the driver's values.
+call, evaluated with the driver's values, and, since Flyte's override replaces the request, the
+override repeats the request's fixed fields beside the computed ones.
 
 What Flyte cannot express is refused with :class:`~taskcell.export.ExportError` naming the cell
 (more than 8 GPUs of a type, a MIG partition Flyte does not list) or left out with a warning
@@ -26,27 +35,43 @@ from taskcell.export.notebook import ExportError
 from taskcell.export.render import ImportBlock, driver_body, task_function
 from taskcell.spec import GPU, TPU, Device, Resources, format_quantity
 
-__all__ = ["FLYTE_GPUS", "FLYTE_MIG", "flyte_resources", "render_flyte"]
+__all__ = ["FLYTE_ACCELERATORS", "FLYTE_MIG", "flyte_resources", "render_flyte"]
 
-#: taskcell's GPU names -> Flyte's (flyte-sdk 2.x ``GPUType``); each takes 1 to 8 devices.
-FLYTE_GPUS = {
-    "T4": "T4",
-    "L4": "L4",
-    "L40s": "L40s",
-    "A10G": "A10G",
-    "V100": "V100",
-    "A100": "A100",
-    "A100 80G": "A100_80G",
-    "H100": "H100",
-    "H200": "H200",
+_EIGHT = tuple(range(1, 9))
+#: Flyte's accelerator strings (flyte 2.12.1 ``Accelerators``): device -> the counts it takes.
+#: Names are Flyte's; a request outside this table is written ``flyte.GPU(...)`` or
+#: ``flyte.Device(...)`` instead.
+FLYTE_ACCELERATORS: dict[str, tuple[int, ...]] = {
+    "A2": (1,),
+    **dict.fromkeys(("A10", "A10G", "A100", "A100_80G", "B200", "H100", "H200"), _EIGHT),
+    **dict.fromkeys(("L4", "L40s", "V100", "T4"), _EIGHT),
+    "RTX_PRO_4500": (1,),
+    "RTX_PRO_6000": (1, 2),
+    "GB10": (1,),
+    **dict.fromkeys(("T4 shared", "L4 shared", "A10G shared", "A10 shared", "L40S shared"), (1,)),
+    **dict.fromkeys(("Trn1", "Trn1n", "Trn2", "Trn2u"), (1, 4, 8, 16)),
+    "Inf1": tuple(range(1, 17)),
+    "Inf2": tuple(range(1, 13)),
+    **dict.fromkeys(
+        ("MI100", "MI210", "MI250", "MI250X", "MI300A", "MI300X", "MI325X", "MI350X", "MI355X"),
+        (1,),
+    ),
+    "Gaudi1": (1,),
+    "AppleSilicon": (1,),
 }
-#: The MIG partitions Flyte accepts per GPU (flyte-sdk 2.x ``A100Parts`` and siblings).
+#: taskcell's spellings that Flyte writes otherwise (it still accepts ``"A100 80G"``, warning).
+FLYTE_NAMES = {"A100 80G": "A100_80G"}
+#: The MIG partitions Flyte accepts per GPU (flyte 2.12.1 ``A100Parts`` and siblings), keyed by
+#: taskcell's name.
 FLYTE_MIG = {
     "A100": ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
     "A100 80G": ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
     "H100": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
     "H200": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+    "RTX_PRO_6000": ("1g.24gb", "2g.48gb", "4g.96gb"),
 }
+#: The most GPUs of a type ``flyte.GPU`` takes (its ``GPUQuantity``).
+FLYTE_MAX_GPUS = 8
 
 
 def _cores(value: Fraction) -> str:
@@ -108,34 +133,40 @@ def flyte_resources(
 
 
 def _gpu(gpu: GPU | TPU | Device, flyte: str, label: str) -> str:
+    """A ``gpu=`` value in Flyte's terms: its accelerator string where it has one."""
     if isinstance(gpu, TPU):
         partition = f", partition={gpu.partition!r}" if gpu.partition else ""
         return f"{flyte}.TPU(device={gpu.device!r}{partition})"
+    if gpu.device is None:
+        return str(gpu.quantity)
+    name = FLYTE_NAMES.get(gpu.device, gpu.device)
+    if gpu.partition is None and gpu.quantity in FLYTE_ACCELERATORS.get(name, ()):
+        return repr(f"{name}:{gpu.quantity}")
     if isinstance(gpu, Device):
         partition = f", partition={gpu.partition!r}" if gpu.partition else ""
         return (
-            f"{flyte}.Device(quantity={gpu.quantity}, device_class='GPU', "
-            f"device={gpu.device!r}{partition})"
+            f"{flyte}.Device(quantity={gpu.quantity}, device_class={gpu.device_class!r}, "
+            f"device={name!r}{partition})"
         )
-    if gpu.device is None:
-        return str(gpu.quantity)
-    name = FLYTE_GPUS.get(gpu.device)
-    if name is None:  # pragma: no cover - every taskcell GPU name has a Flyte spelling
-        raise ExportError(f"{label}: Flyte has no GPU type {gpu.device!r}")
-    if gpu.quantity > 8:
+    return _flyte_gpu(gpu, name, flyte, label)
+
+
+def _flyte_gpu(gpu: GPU, name: str, flyte: str, label: str) -> str:
+    """``flyte.GPU(...)``: a MIG slice, or a count Flyte's accelerator strings do not list."""
+    if gpu.quantity > FLYTE_MAX_GPUS:
         raise ExportError(
-            f"{label}: asks for {gpu.quantity} {gpu.device} GPUs; Flyte requests 1 to 8 GPUs "
-            f"of a type"
+            f"{label}: asks for {gpu.quantity} {gpu.device} GPUs; Flyte requests 1 to "
+            f"{FLYTE_MAX_GPUS} GPUs of a type"
         )
-    if gpu.partition is None:
-        return repr(f"{name}:{gpu.quantity}")
-    if gpu.partition not in FLYTE_MIG.get(gpu.device, ()):
-        known = ", ".join(FLYTE_MIG.get(gpu.device, ())) or "none"
+    known_parts = FLYTE_MIG.get(gpu.device or "", ())
+    if gpu.partition is not None and gpu.partition not in known_parts:
+        known = ", ".join(known_parts) or "none"
         raise ExportError(
             f"{label}: Flyte has no {gpu.device} MIG partition {gpu.partition!r} "
             f"(it knows: {known})"
         )
-    return f"{flyte}.GPU(device={name!r}, quantity={gpu.quantity}, partition={gpu.partition!r})"
+    partition = f", partition={gpu.partition!r}" if gpu.partition else ""
+    return f"{flyte}.GPU(device={name!r}, quantity={gpu.quantity}{partition})"
 
 
 def _env_name(text: str, taken: set[str]) -> str:

@@ -1,11 +1,18 @@
-"""The ``latch`` target: Latch SDK tasks carrying the notebook's requests in Latch's terms.
+"""The ``latch`` target: a Latch workflow, registrable with ``latch register``.
 
-A cell that asked for one of Latch's presets, and nothing else, gets that decorator
-(``@small_task``, ``@v100_x4_task``). Any other request becomes
-``@custom_task(cpu=CORES, memory=GIB, storage_gib=GIB)`` in Latch's units: whole cores and whole
-GiB, rounded up, taken from the limit of a ``(request, limit)`` range; a field left unset takes
-``small_task``'s value (2 cores, 4 GiB), and a request for nothing is ``@small_task``. A request
-over Latch's maxima (126 cores, 975 GiB memory, 4949 GiB storage) is refused.
+The module holds one ``@workflow`` whose typed parameters are the notebook's literal inputs and
+whose tasks are its cells (see :mod:`taskcell.export.latch_plan` for how cells become tasks,
+parameters and module-level code, and :mod:`taskcell.export.latch_types` for the types). It
+imports the Latch SDK and the notebook's own imports, never taskcell: what it needs of taskcell
+(Latch's units for a computed request) is copied in as source (:mod:`taskcell.export.standalone`).
+
+Each ``%%task`` cell's request is spelled in Latch's terms. A cell that asked for one of Latch's
+presets, and nothing else, gets that decorator (``@small_task``, ``@v100_x4_task``). Any other
+request becomes ``@custom_task(cpu=CORES, memory=GIB, storage_gib=GIB)`` in Latch's units: whole
+cores and whole GiB, rounded up, taken from the limit of a ``(request, limit)`` range; a field
+left unset takes ``small_task``'s value (2 cores, 4 GiB), and a request for nothing is
+``@small_task``. A request over Latch's maxima (126 cores, 975 GiB memory, 4949 GiB storage) is
+refused. A code cell's task is a ``@small_task``.
 
 ``custom_task`` has no GPUs: a GPU request runs on the smallest GPU preset that holds it
 (untyped or A10G GPUs on ``small_gpu_task`` / ``large_gpu_task``, V100s on ``v100_x*_task``,
@@ -13,23 +20,28 @@ L40s on ``g6e_*_task``), with a warning when it holds more GPUs than asked. Othe
 MIG slices, TPUs and other devices cannot be expressed and are refused with an error naming
 the cell. Shared memory and Dask abstract resources are left out with a warning.
 
-Dynamic resources become Latch resource functions (``def allocate_cpu(files, **kwargs)``),
-which convert the notebook's expression to Latch's units with taskcell's parsers (so the Latch
-image needs taskcell installed). Tasks take and return ``typing.Any``; ``main()`` calls them in
-the notebook's order with keyword arguments, as Latch requires. To run on Latch, register the
-tasks (``latch register``) and call them from a ``@workflow``.
+Dynamic resources become Latch resource functions (``def allocate_cpu_for_f(files, **kwargs)``),
+which Latch calls with the task's inputs before it starts the task; they turn the notebook's
+expression into Latch's units. Run the module with ``python`` to run the workflow on this
+machine (Latch's local execution) with the notebook's values, and print its results.
 """
 
 from __future__ import annotations
 
+import ast
 import math
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 
 from taskcell.errors import SpecError
 from taskcell.export.codegen import docstring, indent
 from taskcell.export.flow import Namer, TaskStep, Workflow
+from taskcell.export.latch_plan import LatchPlan, LatchTask, Param, plan_latch
+from taskcell.export.latch_types import ANY, Type, has_path, path_shape
 from taskcell.export.notebook import ExportError
-from taskcell.export.render import ImportBlock, driver_body, task_function
+from taskcell.export.render import ImportBlock
+from taskcell.export.standalone import cores, gib, on_this_machine, portable
+from taskcell.export.standalone import source as standalone_source
 from taskcell.spec import BUILTIN_PRESETS, GPU, LATCH, Expression, Resources, check_limits
 
 __all__ = ["latch_decorator", "render_latch"]
@@ -83,7 +95,7 @@ def _gpu_preset(request: Resources, label: str, notes: list[str]) -> str:
     for name in _GPU_PRESETS:
         preset = BUILTIN_PRESETS[name]
         if _fits(preset, request):
-            if preset.gpu.quantity != gpu.quantity:
+            if isinstance(preset.gpu, GPU) and preset.gpu.quantity != gpu.quantity:
                 notes.append(
                     f"{label}: asks for {request!r}; Latch's smallest GPU preset that holds it "
                     f"is {name} ({preset!r})"
@@ -102,8 +114,19 @@ def _whole(value: Fraction | int, unit: int = 1) -> int:
     return math.ceil(Fraction(value) / unit)
 
 
-def latch_decorator(step: TaskStep, notes: list[str]) -> tuple[str, list[str], list[str]]:
+def latch_decorator(
+    step: TaskStep, notes: list[str], units: Mapping[str, str]
+) -> tuple[str, list[str], list[str]]:
     """A task's Latch decorator, the names it imports, and resource functions it needs.
+
+    Parameters
+    ----------
+    step
+        The ``%%task`` cell.
+    notes
+        Receives a sentence for each part left out.
+    units
+        How the module refers to the standalone converters: ``{"cores": ..., "gib": ...}``.
 
     Returns
     -------
@@ -147,86 +170,214 @@ def latch_decorator(step: TaskStep, notes: list[str]) -> tuple[str, list[str], l
         check_limits(fixed, LATCH)
     except SpecError as e:
         raise ExportError(f"{label}: {e} (Latch's custom_task maxima)") from e
-    arguments: dict[str, str] = {
-        "cpu": str(_whole(fixed.cpu.limit if fixed.cpu else _DEFAULT.cpu.limit)),
-        "memory": str(_whole(fixed.memory.limit if fixed.memory else _DEFAULT.memory.limit, _GIB)),
-    }
+    cpu, memory = fixed.cpu or _DEFAULT.cpu, fixed.memory or _DEFAULT.memory
+    assert cpu is not None and memory is not None  # small_task sets both
+    arguments = {"cpu": str(_whole(cpu.limit)), "memory": str(_whole(memory.limit, _GIB))}
     if fixed.disk is not None:
         arguments["storage_gib"] = str(_whole(fixed.disk.limit, _GIB))
-    functions = []
-    for field, expression in request.dynamic.items():
-        argument = "storage_gib" if field == "disk" else field
-        function = f"{'allocate_storage' if field == 'disk' else 'allocate_' + field}"
-        function = f"{function}_for_{step.function}"
-        params = [p for p in step.params if p in Expression(expression).names]
-        if field == "cpu":
-            value = f"math.ceil(parse_cpu({expression.strip()}))"
-        else:
-            value = f"math.ceil(parse_quantity({expression.strip()}, {field!r}) / 2**30)"
-        unit = "cores" if field == "cpu" else "GiB"
-        functions.append(
-            f"def {function}({', '.join([*params, '**kwargs'])}) -> int:\n"
-            f'    """{unit.capitalize()} for {step.function}: the notebook\'s --{field} '
-            f'{expression.strip()!r}."""\n'
-            f"    return {value}"
-        )
-        arguments[argument] = function
+    functions = [
+        _resource_function(step, field, expression, units)
+        for field, expression in request.dynamic.items()
+    ]
+    for (field, _), (name, _) in zip(request.dynamic.items(), functions, strict=True):
+        arguments["storage_gib" if field == "disk" else field] = name
     call = f"custom_task({', '.join(f'{k}={v}' for k, v in arguments.items())}"
     call += "".join(f", {option}" for option in options) + ")"
-    return call, ["custom_task"], functions
+    return call, ["custom_task"], [source for _, source in functions]
+
+
+def _resource_function(
+    step: TaskStep, field: str, expression: str, units: Mapping[str, str]
+) -> tuple[str, str]:
+    """A Latch resource function computing ``field`` from the task's inputs: name, source."""
+    name = f"allocate_{'storage' if field == 'disk' else field}_for_{step.function}"
+    params = [p for p in step.params if p in Expression(expression).names]
+    unit = "Cores" if field == "cpu" else "GiB"
+    convert = units["cores" if field == "cpu" else "gib"]
+    source = (
+        f"def {name}({', '.join([*params, '**kwargs'])}) -> int:\n"
+        f'    """{unit} for {step.function}: the notebook\'s --{field} '
+        f'{expression.strip()!r}."""\n'
+        f"    return {convert}({expression.strip()})"
+    )
+    return name, source
+
+
+class _Writer:
+    """Spells types, helpers and tasks, importing what each needs once."""
+
+    def __init__(self, workflow: Workflow, namer: Namer) -> None:
+        self.imports = ImportBlock(workflow, namer)
+        self.namer = namer
+        self.typing = self.imports.module("typing")
+        self.helpers: dict[str, str] = {}  # standalone function -> the name the module uses
+
+    def helper(self, function: Callable[..., object]) -> str:
+        """The module's name for a standalone function, copied in on first use."""
+        if function.__name__ not in self.helpers:
+            self.helpers[function.__name__] = self.namer.fresh(f"_{function.__name__}")
+        return self.helpers[function.__name__]
+
+    def helper_sources(self) -> list[str]:
+        functions = {f.__name__: f for f in (cores, gib, portable, on_this_machine)}
+        return [standalone_source(functions[f], name) for f, name in self.helpers.items()]
+
+    def path_class(self, kind: str) -> str:
+        if kind == "file":
+            return self.imports.name("latch.types.file", "LatchFile", "latch")
+        return self.imports.name("latch.types.directory", "LatchDir", "latch")
+
+    def annotation(self, t: Type) -> str:
+        """The annotation of a value of type ``t``, as Flyte reads it."""
+        if t.kind in ("int", "float", "str", "bool"):
+            return t.kind
+        if t.kind in ("file", "dir"):
+            return self.path_class(t.kind)
+        args = ", ".join(self.annotation(a) for a in t.args)
+        generic = {"list": "List", "dict": "Dict", "union": "Union"}.get(t.kind)
+        if generic is None:
+            return f"{self.typing}.Any"
+        return f"{self.typing}.{generic}[{'str, ' if t.kind == 'dict' else ''}{args}]"
+
+    def returns(self, task: LatchTask) -> str:
+        if not task.returns:
+            return "None"
+        if len(task.returns) == 1:
+            return self.annotation(task.returns[0][1])
+        return f"{self.typing}.Tuple[{', '.join(self.annotation(t) for _, t in task.returns)}]"
+
+    def task(self, task: LatchTask, decorator: str) -> str:
+        """A task's source: decorator, typed signature, imports, path conversions, code."""
+        params = ", ".join(f"{name}: {self.annotation(t)}" for name, t in task.params)
+        lines = [*task.imports, *self._paths(task.params)]
+        if task.code.strip():
+            lines.append(task.code.strip("\n"))
+        if task.returns:
+            values = [
+                f"{self.helper(portable)}({name})" if t == ANY else name for name, t in task.returns
+            ]
+            lines.append(f"return {', '.join(values)}")
+        code = "\n".join(lines)
+        if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
+            code += "\npass"
+        signature = f"def {task.function}({params}) -> {self.returns(task)}:"
+        return f"@{decorator}\n{signature}\n{indent(code)}"
+
+    def _paths(self, params: tuple[tuple[str, Type], ...]) -> list[str]:
+        """Lines turning LatchFile/LatchDir inputs back into the notebook's ``pathlib.Path``."""
+        lines = []
+        for name, t in params:
+            shape = path_shape(t) if has_path(t) else None
+            if shape is None:
+                continue
+            path = f"{self.imports.module('pathlib')}.Path"
+            lines.append(
+                {
+                    "one": f"{name} = {path}({name})",
+                    "list": f"{name} = [{path}(p) for p in {name}]",
+                    "dict": f"{name} = {{k: {path}(p) for k, p in {name}.items()}}",
+                }[shape]
+            )
+        return lines
+
+    def local_value(self, param: Param) -> str:
+        """A parameter's value for a run on this machine: its paths as LatchFile/LatchDir."""
+        node = ast.parse(param.default, mode="eval").body
+        shape = path_shape(param.type)
+        kind = self.path_class(param.type.kind if shape == "one" else param.type.args[0].kind)
+        where = self.helper(on_this_machine)
+        if isinstance(node, ast.List):
+            paths = [_path_text(item) for item in node.elts]
+            return f"[{where}(p, {kind}) for p in {paths!r}]"
+        if isinstance(node, ast.Dict):
+            keys = [str(ast.literal_eval(k)) for k in node.keys if k is not None]
+            named = dict(zip(keys, map(_path_text, node.values), strict=True))
+            return f"{{k: {where}(p, {kind}) for k, p in {named!r}.items()}}"
+        return f"{where}({_path_text(node)!r}, {kind})"
+
+
+def _path_text(node: ast.expr | None) -> str:
+    """The string in a ``Path("...")`` literal."""
+    assert isinstance(node, ast.Call)  # a path parameter's value: see latch_types.literal_type
+    return str(ast.literal_eval(node.args[0]))
+
+
+def _title(text: str) -> str:
+    """The workflow's one-line title: the first line of the notebook's first markdown cell."""
+    first = next((line for line in text.splitlines() if line.strip()), "Exported notebook")
+    return first.lstrip("#").strip().replace("\\", "\\\\").replace('"""', "'''")
 
 
 def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
     """The ``latch`` target's module source (unformatted), and notes on what it left out."""
     notes: list[str] = []
     namer = Namer(workflow.names | {t.function for t in workflow.tasks})
-    imports = ImportBlock(workflow, namer)
-    any_ = imports.name("typing", "Any", "typing")
-    main = namer.fresh("main", "workflow")
-    functions = []
-    helpers = []
-    for step in workflow.tasks:
-        decorator, names, resource_functions = latch_decorator(step, notes)
-        for name in names:
-            module = "latch" if name == "custom_task" else "latch.resources.tasks"
-            alias = imports.name(module, name, "latch")
-            decorator = decorator.replace(name, alias, 1)
-        if resource_functions:
-            math_ = imports.module("math")
-            parse_cpu = imports.name("taskcell.spec", "parse_cpu", "taskcell")
-            parse_quantity = imports.name("taskcell.spec", "parse_quantity", "taskcell")
-            for function in resource_functions:
-                helpers.append(
-                    function.replace("math.ceil", f"{math_}.ceil")
-                    .replace("parse_cpu(", f"{parse_cpu}(")
-                    .replace("parse_quantity(", f"{parse_quantity}(")
-                )
-        returns = (
-            "None"
-            if not step.returns
-            else (
-                any_
-                if len(step.returns) == 1
-                else f"tuple[{', '.join(any_ for _ in step.returns)}]"
-            )
-        )
-        functions.append(task_function(step, [f"@{decorator}"], any_, returns))
-
-    def call(step: TaskStep) -> list[str]:
-        arguments = ", ".join(f"{p}={p}" for p in step.params)
-        invocation = f"{step.function}({arguments})"
-        if not step.returns:
-            return [invocation]
-        return [f"{', '.join(step.returns)} = {invocation}"]
-
-    body = driver_body(workflow, call)
-    main_doc = (
-        '"""Run the notebook\'s code cells and call its tasks in order (Latch runs a task on '
-        'this\n    machine when it is called outside a workflow)."""'
-    )
-    main_source = f"def {main}() -> None:\n    {main_doc}\n" + "\n\n".join(map(indent, body))
-    cli = f'if __name__ == "__main__":\n    {main}()\n'
-    parts = [docstring(workflow.docstring), imports.render(), *helpers, *functions]
-    parts += [main_source, cli]
+    writer = _Writer(workflow, namer)
+    plan = plan_latch(workflow, namer)
+    dynamic = {f for task in plan.tasks if task.step for f in task.step.request.dynamic}
+    units: dict[str, str] = {}
+    if "cpu" in dynamic:
+        units["cores"] = writer.helper(cores)
+    if dynamic & {"memory", "disk"}:
+        units["gib"] = writer.helper(gib)
+    resource_functions: list[str] = []
+    tasks = []
+    for task in plan.tasks:
+        if task.step is None:
+            decorator = writer.imports.name("latch.resources.tasks", "small_task", "latch")
+        else:
+            decorator, names, functions = latch_decorator(task.step, notes, units)
+            for name in names:
+                module = "latch" if name == "custom_task" else "latch.resources.tasks"
+                decorator = decorator.replace(name, writer.imports.name(module, name, "latch"), 1)
+            resource_functions += functions
+        tasks.append(writer.task(task, decorator))
+    workflow_source = _workflow(plan, writer, namer, workflow)
+    # The imports last: every other part may have asked for one.
+    parts = [docstring(workflow.docstring), writer.imports.render(), *plan.module_code]
+    parts += [*writer.helper_sources(), *resource_functions, *tasks, *workflow_source]
     source = "\n\n\n".join(part.strip("\n") for part in parts if part.strip()) + "\n"
     return source, notes
+
+
+def _workflow(plan: LatchPlan, writer: _Writer, namer: Namer, workflow: Workflow) -> list[str]:
+    """The ``@workflow`` (with its Results type) and the lines that run it on this machine."""
+    main = namer.fresh("main", "workflow")
+    decorator = writer.imports.name("latch", "workflow", "latch")
+    params = sorted(plan.params, key=lambda p: not has_path(p.type))
+    signature = ", ".join(
+        f"{p.name}: {writer.annotation(p.type)}" + ("" if has_path(p.type) else f" = {p.default}")
+        for p in params
+    )
+    parts = []
+    returns = "None"
+    if plan.outputs:
+        results = namer.fresh("Results")
+        fields = ", ".join(f"({name!r}, {writer.annotation(t)})" for name, t in plan.outputs)
+        parts.append(f"{results} = {writer.typing}.NamedTuple({results!r}, [{fields}])")
+        returns = results
+    lines = [
+        f'"""{_title(workflow.docstring)}',
+        "",
+        "The notebook's code cells and %%task cells as Latch tasks (exported by taskcell).",
+        '"""',
+    ]
+    for item in plan.body:
+        if isinstance(item, str):
+            lines.append(item)
+            continue
+        call = f"{item.function}({', '.join(f'{n}={n}' for n, _ in item.params)})"
+        bound = ", ".join(name for name, _ in item.returns)
+        lines.append(f"{bound} = {call}" if bound else call)
+    if plan.outputs:
+        lines.append(f"return {', '.join(name for name, _ in plan.outputs)}")
+    parts.append(
+        f"@{decorator}\ndef {main}({signature}) -> {returns}:\n" + indent("\n".join(lines))
+    )
+    arguments = ", ".join(f"{p.name}={writer.local_value(p)}" for p in params if has_path(p.type))
+    parts.append(
+        'if __name__ == "__main__":\n'
+        "    # Latch's local execution: every task runs here, in this process.\n"
+        f"    print({main}({arguments}))\n"
+    )
+    return parts

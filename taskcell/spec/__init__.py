@@ -9,13 +9,20 @@ from __future__ import annotations
 from taskcell.errors import LimitError, SpecError
 from taskcell.spec.cpu import format_cpu, parse_cpu
 from taskcell.spec.devices import (
+    ACCELERATORS,
+    AMD_GPU,
+    APPLE_SILICON,
+    DEVICE_CLASSES,
     GPU,
+    HABANA_GAUDI,
     KNOWN_GPUS,
     MIG_PROFILES,
     TPU,
     TPU_TOPOLOGIES,
     Accelerator,
     Device,
+    DeviceClass,
+    Neuron,
     format_gpu,
     parse_gpu,
 )
@@ -34,9 +41,14 @@ from taskcell.spec.ranges import Range
 from taskcell.spec.resources import FIELDS, Resources
 
 __all__ = [
+    "ACCELERATORS",
+    "AMD_GPU",
+    "APPLE_SILICON",
     "BUILTIN_PRESETS",
+    "DEVICE_CLASSES",
     "FIELDS",
     "GPU",
+    "HABANA_GAUDI",
     "KNOWN_GPUS",
     "LATCH",
     "MIG_PROFILES",
@@ -45,9 +57,11 @@ __all__ = [
     "TPU_TOPOLOGIES",
     "Accelerator",
     "Device",
+    "DeviceClass",
     "Environment",
     "Expression",
     "LimitError",
+    "Neuron",
     "PlatformLimits",
     "Range",
     "ResourceTemplate",

@@ -1,34 +1,68 @@
-"""Accelerators: GPUs (optionally a MIG slice), TPU slices, and any other device.
+"""Accelerators: GPUs (optionally a MIG slice), TPU slices, and every other device.
 
-Three frozen records, as in Flyte: :class:`GPU`, :class:`TPU` and :class:`Device`. GPU and TPU
-names are matched without regard to case, spaces, hyphens and underscores, a trailing ``B`` on a
-memory size and an ``NVIDIA``/``Tesla``/``TPU`` prefix (``"a100-80gb"``, ``"A100 80GB"`` and
-``"nvidia a10080g"`` are all ``"A100 80G"``), and stored in one canonical spelling.
+Three frozen records, spelled as in Flyte 2 (flyte 2.12.1, ``flyte/_resources.py``):
+:class:`GPU` ``(device, quantity, partition)``, :class:`TPU` ``(device, partition)`` and
+:class:`Device` ``(quantity, device_class, device, partition)``, plus Flyte's helpers
+:func:`Neuron`, :func:`AMD_GPU`, :func:`HABANA_GAUDI` and :func:`APPLE_SILICON`, which make a
+:class:`Device`. A request holds one canonical record: a :class:`Device` of class ``"GPU"`` or
+``"TPU"`` naming a known GPU or TPU (or of class ``"GPU"`` naming none) is read as the
+:class:`GPU` or :class:`TPU` it asks for, so ``Device(1, "GPU", "A100")`` equals ``GPU("A100")``.
+
+Known names (:data:`ACCELERATORS`) are every accelerator Flyte accepts, in Flyte's spelling,
+except that taskcell writes Flyte's ``A100_80G`` as the seed's ``A100 80G`` (Flyte still accepts
+that spelling). They are matched without regard to case, spaces, hyphens and underscores, a
+trailing ``B`` on a memory size and an ``NVIDIA``/``Tesla``/``TPU`` prefix (``"a100-80gb"``,
+``"A100 80GB"`` and ``"nvidia a10080g"`` are all ``"A100 80G"``; ``"rtx pro 6000"`` is
+``"RTX_PRO_6000"``).
 
 String form, read by :func:`parse_gpu` and written by :func:`format_gpu` (canonical shown first):
 
-======================================  =======================================================
-``"2"`` (or the int ``2``)              two GPUs of any type: ``GPU(None, 2)``
-``"A100:2"``, ``"L40s"``                typed GPUs; the count defaults to 1 (written ``"L40s:1"``)
-``"A100/1g.5gb:1"``                     one MIG slice of an A100
-``"V5P/2x2x1"``, ``"V6E"``              a TPU slice by topology (TPUs take no count)
-``"device:custom_accelerator/large:2"``  any other accelerator, taken as written
-======================================  =======================================================
+========================================  =====================================================
+``"2"`` (or the int ``2``)                two GPUs of any type: ``GPU(None, 2)``
+``"A100:2"``, ``"L40s"``                  typed GPUs; the count defaults to 1 (``"L40s:1"``)
+``"A100/1g.5gb:1"``                       one MIG slice of an A100
+``"T4 shared:1"``                         a time-sliced share of a T4 (takes no partition)
+``"V5P/2x2x1"``, ``"V6E"``                a TPU slice by topology (TPUs take no count)
+``"Trn1:4"``, ``"MI300X:1"``, ``"Gaudi1"``  AWS Neuron, AMD and Habana devices, by name
+``"device:custom_accelerator/large:2"``   any other GPU-class accelerator, taken as written
+``"neuron:Trn3:16"``                      any other device of a class: ``CLASS:NAME[/PART]:N``
+========================================  =====================================================
 
-A typed name that is neither a known GPU nor a known TPU is refused with the nearest known name;
-other accelerators must be asked for explicitly, with :class:`Device` or the ``device:`` prefix,
-so that a typo (``"A1000"``) never turns silently into a request nothing can meet.
+A typed name that is not known is refused, with the nearest known name when one is a typo away;
+other accelerators must be asked for explicitly, with :class:`Device` or a ``device:`` /
+``CLASS:`` prefix, so that a typo (``"A1000"``) never turns silently into a request nothing can
+meet.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Literal
 
 from taskcell.errors import SpecError
 from taskcell.spec._util import DECIMAL, did_you_mean, non_ascii_digits, shown
+
+DeviceClass = Literal["GPU", "TPU", "NEURON", "AMD_GPU", "HABANA_GAUDI", "APPLE_SILICON"]
+"""Flyte's device classes: what kind of accelerator a :class:`Device` is.
+
+- ``"GPU"``: NVIDIA GPUs (Kubernetes ``nvidia.com/gpu``); also any custom accelerator.
+- ``"TPU"``: Google Cloud TPU slices.
+- ``"NEURON"``: AWS Trainium and Inferentia.
+- ``"AMD_GPU"``: AMD Instinct GPUs.
+- ``"HABANA_GAUDI"``: Intel Habana Gaudi.
+- ``"APPLE_SILICON"``: the Metal GPU of the Mac a Flyte devbox runs on (one, never more).
+"""
+DEVICE_CLASSES: tuple[DeviceClass, ...] = (
+    "GPU",
+    "TPU",
+    "NEURON",
+    "AMD_GPU",
+    "HABANA_GAUDI",
+    "APPLE_SILICON",
+)
 
 KNOWN_GPUS: tuple[str, ...] = (
     "T4",
@@ -40,21 +74,47 @@ KNOWN_GPUS: tuple[str, ...] = (
     "A100 80G",
     "H100",
     "H200",
+    "A2",
+    "A10",
+    "B200",
+    "GB10",
+    "RTX_PRO_4500",
+    "RTX_PRO_6000",
+    "T4 shared",
+    "L4 shared",
+    "A10G shared",
+    "A10 shared",
+    "L40S shared",
 )
-"""Canonical spellings of the GPUs taskcell knows by name."""
+"""Canonical spellings of the GPUs taskcell knows by name (Flyte's ``GPUType``)."""
 
-# NVIDIA's MIG user guide, "Supported MIG Profiles" (A100 40GB/80GB, H100 80GB, H200 141GB).
+SHARED_GPUS = frozenset(name for name in KNOWN_GPUS if name.endswith(" shared"))
+"""Time-sliced (or MPS) shares of one GPU, Flyte's ``SharedGPUType``: they take no partition."""
+
+_OTHER_DEVICES: dict[str, DeviceClass] = {
+    **dict.fromkeys(("Inf1", "Inf2", "Trn1", "Trn1n", "Trn2", "Trn2u"), "NEURON"),
+    **dict.fromkeys(
+        ("MI100", "MI210", "MI250", "MI250X", "MI300A", "MI300X", "MI325X", "MI350X", "MI355X"),
+        "AMD_GPU",
+    ),
+    "Gaudi1": "HABANA_GAUDI",
+    "AppleSilicon": "APPLE_SILICON",
+}
+
+# NVIDIA's MIG user guide, "Supported MIG Profiles" (A100 40GB/80GB, H100 80GB, H200 141GB), and
+# Flyte's RTXPro6000Parts (its +gfx and +me profiles cannot be Kubernetes label values).
 MIG_PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "A100": ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
         "A100 80G": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
         "H100": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
         "H200": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+        "RTX_PRO_6000": ("1g.24gb", "2g.48gb", "4g.96gb"),
     }
 )
 """The MIG partitions each GPU supports, keyed by canonical GPU name."""
 
-# Flyte's TPU slice literals (flyte-sdk ``flyte/_resources.py``: V5PParts, V6EParts, V5EParts).
+# Flyte's TPU slice literals (``V5PParts``, ``V6EParts``, ``V5EParts``).
 _PLANAR = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 _V5P = (
     "2x2x1",
@@ -74,6 +134,15 @@ TPU_TOPOLOGIES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 )
 """The slice topologies each TPU generation supports, keyed by canonical TPU name."""
 
+ACCELERATORS: Mapping[str, DeviceClass] = MappingProxyType(
+    {
+        **dict.fromkeys(KNOWN_GPUS, "GPU"),
+        **dict.fromkeys(TPU_TOPOLOGIES, "TPU"),
+        **_OTHER_DEVICES,
+    }
+)
+"""Every accelerator taskcell knows by name (canonical spelling) and its device class."""
+
 MAX_DEVICES = 128
 """The most devices (GPUs, MIG slices, other accelerators) one task may ask for: more than any
 machine holds (16 GPUs, or 112 MIG slices of them)."""
@@ -82,10 +151,10 @@ _ALIASES = {"A10040G": "A100", "H10080G": "H100", "H200141G": "H200", "V5LITEPOD
 _FREE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_. -]*", re.ASCII)
 _DIGITS_RE = re.compile(r"[0-9]+", re.ASCII)
 _NUMBER_RE = re.compile(rf"[+-]?{DECIMAL}", re.ASCII)
-_DEVICE_PREFIX = "device:"
+_CLASS_PREFIX_RE = re.compile(r"([a-z_]+):", re.ASCII | re.IGNORECASE)
 _FORMS = (
     'a GPU count such as 1, or an accelerator such as "A100:2", "A100 80G:1", "L40s", '
-    '"A100/1g.5gb:1", "V5P/2x2x1" or "device:NAME:2"'
+    '"A100/1g.5gb:1", "V5P/2x2x1", "Trn1:4", "device:NAME:2" or "neuron:NAME:2"'
 )
 
 
@@ -97,17 +166,56 @@ def _key(name: str) -> str:
     return _ALIASES.get(key, key)
 
 
-_GPU_KEYS = {_key(name): name for name in KNOWN_GPUS}
-_TPU_KEYS = {_key(name): name for name in TPU_TOPOLOGIES}
+_KEYS = {_key(name): name for name in ACCELERATORS}
+_LONGEST_NAME = 32
+
+
+def _distance(a: str, b: str) -> int:
+    """Levenshtein distance between two short strings."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def _nearest(name: str, candidates: Iterable[str]) -> str | None:
+    """The known name a typo away from ``name`` (one edit, two for longer names), else None."""
+    key = _key(name)
+    if len(key) > _LONGEST_NAME:  # no typo of a known name; and the distance is quadratic
+        return None
+    allowed = 1 if len(key) <= 5 else 2
+    scored = [
+        (_distance(key, _key(c)), -_shared_prefix(key, _key(c)), i, c)
+        for i, c in enumerate(candidates)
+    ]
+    best = min(scored, default=None)
+    return best[-1] if best is not None and 0 < best[0] <= allowed else None
+
+
+def _shared_prefix(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share: ``"MI300"`` is nearer ``"MI300A"``."""
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def _hint(name: str, candidates: Iterable[str]) -> str:
+    found = _nearest(name, candidates)
+    return f'; did you mean "{found}"?' if found else ""
 
 
 def _unknown(name: str, field: str) -> SpecError:
-    known = {**_GPU_KEYS, **_TPU_KEYS}
-    hint = did_you_mean(_key(name), known, cutoff=0.5, spelling=known)
+    gpus = ", ".join(KNOWN_GPUS)
+    others = ", ".join(n for n, c in ACCELERATORS.items() if c != "GPU")
+    classes = ", ".join(c.lower() for c in DEVICE_CLASSES)
     return SpecError(
-        f"{field}= accelerator {name!r} is not a known GPU or TPU{hint} "
-        f"(GPUs: {', '.join(KNOWN_GPUS)}; TPUs: {', '.join(TPU_TOPOLOGIES)}; "
-        f'write Device({name!r}) or "device:NAME" for any other accelerator)'
+        f"{field}= accelerator {name!r} is not a known GPU, TPU or other device"
+        f"{_hint(name, ACCELERATORS)} (GPUs: {gpus}; others: {others}); for any other "
+        f"accelerator write 'device:NAME' (a GPU) or 'CLASS:NAME' (CLASS: {classes}), "
+        f"or Device(1, 'GPU', {name!r})"
     )
 
 
@@ -117,25 +225,33 @@ def _check_name_type(name: object, field: str, what: str) -> str:
     return name
 
 
+def _known(name: str) -> str | None:
+    """The canonical spelling of a known accelerator name, else None."""
+    return _KEYS.get(_key(name))
+
+
 def _gpu_name(name: object, field: str) -> str:
     name = _check_name_type(name, field, "GPU device")
-    canonical = _GPU_KEYS.get(_key(name))
+    canonical = _known(name)
     if canonical is None:
-        if _key(name) in _TPU_KEYS:
-            raise SpecError(
-                f"{field}= {name!r} is a TPU; use TPU({name!r}) or the form 'V5P/2x2x1'"
-            )
         raise _unknown(name, field)
+    kind = ACCELERATORS[canonical]
+    if kind == "TPU":
+        raise SpecError(f"{field}= {name!r} is a TPU; use TPU({name!r}) or the form 'V5P/2x2x1'")
+    if kind != "GPU":
+        raise SpecError(
+            f"{field}= {name!r} is a {kind} device, not a GPU; write {canonical!r} (with a count, "
+            f'"{canonical}:1") or Device(1, {kind!r}, {canonical!r})'
+        )
     return canonical
 
 
 def _tpu_name(name: object, field: str) -> str:
     name = _check_name_type(name, field, "TPU device")
-    canonical = _TPU_KEYS.get(_key(name))
-    if canonical is None:
-        hint = did_you_mean(_key(name), _TPU_KEYS, spelling=_TPU_KEYS)
+    canonical = _known(name)
+    if canonical is None or ACCELERATORS[canonical] != "TPU":
         raise SpecError(
-            f"{field}= TPU device {name!r} is not known{hint} "
+            f"{field}= TPU device {name!r} is not known{_hint(name, TPU_TOPOLOGIES)} "
             f"(known TPUs: {', '.join(TPU_TOPOLOGIES)})"
         )
     return canonical
@@ -168,14 +284,20 @@ def _choice(value: object, choices: tuple[str, ...], field: str, what: str) -> s
 
 
 def _mig(device: str | None, partition: object, field: str) -> str:
-    if device not in MIG_PROFILES:
+    if device in SHARED_GPUS:
+        raise SpecError(
+            f"{field}= a shared GPU takes no partition, got {shown(partition)} for {device!r}; "
+            f"ask for a whole {device.removesuffix(' shared')!r} to use a MIG partition"
+        )
+    profiles = MIG_PROFILES.get(device or "")
+    if profiles is None:
         supported = ", ".join(MIG_PROFILES)
         on = f"on {device!r}" if device else "without a GPU device"
         raise SpecError(
             f"{field}= MIG partition {shown(partition)} is not available {on}; "
             f"MIG partitions exist on {supported}"
         )
-    return _choice(partition, MIG_PROFILES[device], field, f"{device} MIG partition")
+    return _choice(partition, profiles, field, f"{device} MIG partition")
 
 
 def _free_name(name: object, field: str, what: str) -> str:
@@ -187,9 +309,20 @@ def _free_name(name: object, field: str, what: str) -> str:
     return name.strip()
 
 
+def _device_class(value: object, field: str) -> DeviceClass:
+    if isinstance(value, str):
+        for kind in DEVICE_CLASSES:
+            if value.strip().upper() == kind:
+                return kind
+    raise SpecError(
+        f"{field}= device_class must be one of {', '.join(DEVICE_CLASSES)}, got {shown(value)}"
+        f"{_hint(value, DEVICE_CLASSES) if isinstance(value, str) else ''}"
+    )
+
+
 @dataclass(frozen=True)
 class GPU:
-    """One or more GPUs, of a given type or of any type, or a MIG slice.
+    """One or more GPUs, of a given type or of any type, or a MIG slice (Flyte's ``GPU``).
 
     Parameters
     ----------
@@ -218,10 +351,15 @@ class GPU:
         if self.partition is not None:
             object.__setattr__(self, "partition", _mig(self.device, self.partition, "gpu"))
 
+    @property
+    def device_class(self) -> DeviceClass:
+        """``"GPU"``, as Flyte's ``GPU(...).device_class``."""
+        return "GPU"
+
 
 @dataclass(frozen=True)
 class TPU:
-    """A Google Cloud TPU slice.
+    """A Google Cloud TPU slice (Flyte's ``TPU``).
 
     Parameters
     ----------
@@ -247,40 +385,145 @@ class TPU:
             topology = _choice(self.partition, topologies, "gpu", f"{self.device} topology")
             object.__setattr__(self, "partition", topology)
 
+    @property
+    def device_class(self) -> DeviceClass:
+        """``"TPU"``, as Flyte's ``TPU(...).device_class``."""
+        return "TPU"
+
+    @property
+    def quantity(self) -> int:
+        """1: a task asks for one slice, as Flyte's ``TPU(...).quantity``."""
+        return 1
+
 
 @dataclass(frozen=True)
 class Device:
-    """Any other accelerator, taken as written (``Device("custom_accelerator", 2, "large")``).
+    """An accelerator of any class, with Flyte's signature ``Device(quantity, device_class, ...)``.
 
     Parameters
     ----------
-    device : str
-        The accelerator's name: letters, digits, spaces and ``_.-``.
-    quantity : int, optional
+    quantity : int
         How many, at least 1.
+    device_class : str, optional
+        One of :data:`DEVICE_CLASSES`, in any case; ``"GPU"`` by default (seed 002 writes
+        ``Device(device="custom_accelerator", quantity=2, partition="large")``).
+    device : str, optional
+        The accelerator's name: a known one (``"Trn1"``, spelled canonically) or any name of
+        letters, digits, spaces and ``_.-``. Only a ``"GPU"`` may leave it unset (any GPU).
     partition : str, optional
         A partition name in the same alphabet.
 
     Raises
     ------
     SpecError
-        For an empty or malformed name or partition, or a quantity below 1.
+        For a quantity below 1 (or a name where the quantity goes: the signature is Flyte's),
+        an unknown class, a malformed name or partition, a known name of another class, or an
+        Apple Silicon device other than one.
+
+    Examples
+    --------
+    >>> Device(2, "neuron", "trn1")
+    Device(quantity=2, device_class='NEURON', device='Trn1', partition=None)
     """
 
-    device: str
-    quantity: int = 1
+    quantity: int
+    device_class: DeviceClass = "GPU"
+    device: str | None = None
     partition: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "device", _free_name(self.device, "gpu", "device name"))
+        if isinstance(self.quantity, str):
+            raise SpecError(
+                f"gpu= Device() takes Flyte's signature Device(quantity, device_class, device, "
+                f"partition), got quantity={self.quantity!r}; write "
+                f"Device(1, 'GPU', {self.quantity!r})"
+            )
         _count(self.quantity, "gpu")
+        kind = _device_class(self.device_class, "gpu")
+        object.__setattr__(self, "device_class", kind)
+        if self.device is None and kind != "GPU":
+            raise SpecError(
+                f"gpu= a {kind} Device needs a device name, e.g. "
+                f"Device({self.quantity}, {kind!r}, {_example(kind)!r})"
+            )
+        if self.device is not None:
+            object.__setattr__(self, "device", self._name(kind))
         if self.partition is not None:
             partition = _free_name(self.partition, "gpu", "device partition")
             object.__setattr__(self, "partition", partition)
+        if kind == "APPLE_SILICON" and self.quantity != 1:
+            raise SpecError(
+                f"gpu= an Apple Silicon device is the Mac's one Metal GPU; quantity must be 1, "
+                f"got {self.quantity}"
+            )
+
+    def _name(self, kind: DeviceClass) -> str:
+        """The device name, canonical when known; a known name must be of ``kind``."""
+        name = _free_name(self.device, "gpu", "device name")
+        canonical = _known(name)
+        if canonical is None:
+            return name
+        if ACCELERATORS[canonical] != kind:
+            raise SpecError(
+                f"gpu= {name!r} is a {ACCELERATORS[canonical]} device, not {kind}; write "
+                f"Device({self.quantity}, {ACCELERATORS[canonical]!r}, {canonical!r})"
+            )
+        return canonical
+
+
+def _example(kind: DeviceClass) -> str:
+    return next(name for name, c in ACCELERATORS.items() if c == kind)
+
+
+def Neuron(device: str) -> Device:
+    """An AWS Neuron device (``"Inf1"``, ``"Inf2"``, ``"Trn1"``, ...), as Flyte's ``Neuron``."""
+    return _named(device, "NEURON")
+
+
+def AMD_GPU(device: str) -> Device:
+    """An AMD GPU (``"MI300X"``, ...), as Flyte's ``AMD_GPU``."""
+    return _named(device, "AMD_GPU")
+
+
+def HABANA_GAUDI(device: str) -> Device:
+    """A Habana Gaudi device (``"Gaudi1"``), as Flyte's ``HABANA_GAUDI``."""
+    return _named(device, "HABANA_GAUDI")
+
+
+def APPLE_SILICON() -> Device:
+    """The Metal GPU of the Mac a Flyte devbox runs on, as Flyte's ``APPLE_SILICON``."""
+    return Device(1, "APPLE_SILICON", "AppleSilicon")
+
+
+def _named(device: object, kind: DeviceClass) -> Device:
+    """One known device of ``kind``: Flyte's helpers refuse names they do not list."""
+    name = _check_name_type(device, "gpu", f"{kind} device")
+    canonical = _known(name)
+    if canonical is None or ACCELERATORS[canonical] != kind:
+        known = [n for n, c in ACCELERATORS.items() if c == kind]
+        raise SpecError(
+            f"gpu= {kind} device {name!r} is not known{_hint(name, known)} "
+            f"(known: {', '.join(known)}; write Device(1, {kind!r}, {name!r}) for another)"
+        )
+    return Device(1, kind, canonical)
 
 
 Accelerator = GPU | TPU | Device
 """What a ``gpu=`` request holds once parsed."""
+
+
+def _canonical(device: Device) -> Accelerator:
+    """The record a request holds: a known GPU or TPU as :class:`GPU` or :class:`TPU`."""
+    if device.device_class == "GPU" and (device.device is None or device.device in ACCELERATORS):
+        return GPU(device.device, device.quantity, device.partition)
+    if device.device_class == "TPU" and device.device is not None and device.device in ACCELERATORS:
+        if device.quantity != 1:
+            raise SpecError(
+                f"gpu= a TPU slice is chosen by its topology, not counted; got quantity="
+                f"{device.quantity} for {device.device!r}"
+            )
+        return TPU(device.device, device.partition)
+    return device
 
 
 def _parse_count(text: str, field: str, value: str) -> int:
@@ -296,6 +539,41 @@ def _parse_count(text: str, field: str, value: str) -> int:
     return int(digits)
 
 
+def _class_prefix(text: str, field: str) -> tuple[DeviceClass, str] | None:
+    """``("NEURON", "Trn3:16")`` for ``"neuron:Trn3:16"``; ``device:`` is the GPU class."""
+    found = _CLASS_PREFIX_RE.match(text)
+    if found is None:
+        return None
+    word, body = found.group(1).upper(), text[found.end() :]
+    kind = "GPU" if word == "DEVICE" else next((c for c in DEVICE_CLASSES if c == word), None)
+    if kind is None and ":" in body:
+        classes = ", ".join(c.lower() for c in DEVICE_CLASSES)
+        raise SpecError(
+            f"{field}= {found.group(1)!r} in {shown(text)} is not a device class "
+            f"(CLASS:NAME:COUNT takes one of device, {classes}){_hint(word, DEVICE_CLASSES)}"
+        )
+    return None if kind is None else (kind, body)
+
+
+def _split(body: str, field: str, value: str) -> tuple[str, str | None, int | None]:
+    """``NAME[/PARTITION][:COUNT]``: the name, and the partition and count if given."""
+    name, colon, count_text = body.partition(":")
+    count = _parse_count(count_text.strip(), field, value) if colon else None
+    name, slash, partition = name.partition("/")
+    if not name.strip():
+        raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)}")
+    return name, partition.strip() if slash else None, count
+
+
+def _parse_prefixed(kind: DeviceClass, body: str, field: str, value: str) -> Accelerator:
+    """``CLASS:NAME[/PARTITION][:COUNT]``, or ``gpu:COUNT`` / ``device:COUNT`` for any GPU."""
+    if kind == "GPU" and _DIGITS_RE.fullmatch(body.strip()):
+        return GPU(quantity=_parse_count(body.strip(), field, value))
+    name, part, count = _split(body, field, value)
+    device = Device(count or 1, kind, _free_name(name, field, "device name"), part)
+    return _canonical(device)
+
+
 def _parse_text(value: str, field: str) -> Accelerator | None:
     hint = non_ascii_digits(value)
     if hint:
@@ -306,28 +584,33 @@ def _parse_text(value: str, field: str) -> Accelerator | None:
     if _NUMBER_RE.fullmatch(text):
         why = "a negative count" if text.startswith("-") else "a count is whole digits, such as 2"
         raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)} ({why})")
-    custom = text.casefold().startswith(_DEVICE_PREFIX)
-    body = text[len(_DEVICE_PREFIX) :] if custom else text
-    name, colon, count_text = body.partition(":")
-    count = _parse_count(count_text.strip(), field, value) if colon else 1
-    name, slash, partition = name.partition("/")
-    part = partition.strip() if slash else None
-    if not name.strip():
-        raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)}")
-    if custom:
-        return Device(_free_name(name, field, "device name"), count, part)
-    if _key(name) in _TPU_KEYS:
-        if colon:
+    prefixed = _class_prefix(text, field)
+    if prefixed is not None:
+        return _parse_prefixed(*prefixed, field, value)
+    return _known_accelerator(*_split(text, field, value), field, value)
+
+
+def _known_accelerator(
+    name: str, part: str | None, count: int | None, field: str, value: str
+) -> Accelerator:
+    """A record for a known accelerator written ``NAME[/PARTITION][:COUNT]``."""
+    canonical = _known(name)
+    if canonical is None:
+        raise _unknown(name, field)
+    kind = ACCELERATORS[canonical]
+    if kind == "TPU":
+        if count is not None:
             raise SpecError(
                 f"{field}= TPU {shown(value)} takes no count; a TPU slice is chosen by its "
                 f'topology, e.g. "V5P/2x2x1"'
             )
-        device = _tpu_name(name, field)
         if part is not None:
-            part = _choice(part, TPU_TOPOLOGIES[device], field, f"{device} topology")
-        return TPU(device, part)
-    device = _gpu_name(name, field)
-    return GPU(device, count, _mig(device, part, field) if part is not None else None)
+            part = _choice(part, TPU_TOPOLOGIES[canonical], field, f"{canonical} topology")
+        return TPU(canonical, part)
+    if kind == "GPU":
+        partition = _mig(canonical, part, field) if part is not None else None
+        return GPU(canonical, count or 1, partition)
+    return Device(count or 1, kind, canonical, part)
 
 
 def parse_gpu(value: object, field: str = "gpu") -> Accelerator | None:
@@ -338,15 +621,17 @@ def parse_gpu(value: object, field: str = "gpu") -> Accelerator | None:
     value : int, str, GPU, TPU, Device or None
         A count (``1``; ``0`` and None mean no accelerator), a string in the form
         ``NAME[/PARTITION][:COUNT]`` (``"A100:2"``, ``"A100 80G:1"``, ``"L40s"``,
-        ``"A100/1g.5gb:1"``, ``"V5P/2x2x1"``, ``"device:custom_accelerator/large:2"``,
-        a bare count ``"2"``), or an accelerator record, returned as is.
+        ``"A100/1g.5gb:1"``, ``"V5P/2x2x1"``, ``"Trn1:4"``, ``"device:custom/large:2"``,
+        ``"neuron:Trn3:16"``, a bare count ``"2"``), or an accelerator record.
     field : str, optional
         The option being parsed, named in errors.
 
     Returns
     -------
     GPU, TPU, Device or None
-        The accelerator, with canonical names; None for no accelerator.
+        The accelerator, with canonical names; None for no accelerator. A :class:`Device`
+        naming a known GPU or TPU (or any GPU) comes back as that :class:`GPU` or :class:`TPU`;
+        other records are returned as they are.
 
     Raises
     ------
@@ -360,9 +645,13 @@ def parse_gpu(value: object, field: str = "gpu") -> Accelerator | None:
     GPU(device='A100 80G', quantity=1, partition=None)
     >>> parse_gpu(2)
     GPU(device=None, quantity=2, partition=None)
+    >>> parse_gpu("trn1:4")
+    Device(quantity=4, device_class='NEURON', device='Trn1', partition=None)
     """
-    if value is None or isinstance(value, GPU | TPU | Device):
+    if value is None or isinstance(value, GPU | TPU):
         return value
+    if isinstance(value, Device):
+        return _canonical(value)
     if isinstance(value, bool):
         raise SpecError(f"{field}= must be {_FORMS}, got {value!r}")
     if isinstance(value, int):
@@ -386,7 +675,9 @@ def format_gpu(accelerator: Accelerator) -> str:
     -------
     str
         ``"2"`` for an untyped count, ``"A100:2"``, ``"A100 80G:1"``, ``"A100/1g.5gb:1"``
-        (typed GPUs always carry their count), ``"V5P/2x2x1"``, ``"device:NAME/PART:2"``.
+        (typed GPUs always carry their count), ``"V5P/2x2x1"``, ``"Trn1:4"`` (a known device),
+        ``"device:NAME/PART:2"`` (any other GPU-class device), ``"neuron:NAME:2"`` (any other
+        device of another class).
 
     Raises
     ------
@@ -400,11 +691,13 @@ def format_gpu(accelerator: Accelerator) -> str:
     """
     if not isinstance(accelerator, GPU | TPU | Device):
         raise SpecError(f"format_gpu() takes a GPU, TPU or Device, got {accelerator!r}")
-    part = f"/{accelerator.partition}" if accelerator.partition else ""
-    if isinstance(accelerator, TPU):
-        return f"{accelerator.device}{part}"
-    if isinstance(accelerator, Device):
-        return f"{_DEVICE_PREFIX}{accelerator.device}{part}:{accelerator.quantity}"
-    if accelerator.device is None:
-        return str(accelerator.quantity)
-    return f"{accelerator.device}{part}:{accelerator.quantity}"
+    record = _canonical(accelerator) if isinstance(accelerator, Device) else accelerator
+    part = f"/{record.partition}" if record.partition else ""
+    if isinstance(record, TPU):
+        return f"{record.device}{part}"
+    if isinstance(record, GPU) and record.device is None:
+        return str(record.quantity)
+    if isinstance(record, Device) and record.device not in ACCELERATORS:
+        prefix = "device" if record.device_class == "GPU" else record.device_class.lower()
+        return f"{prefix}:{record.device}{part}:{record.quantity}"
+    return f"{record.device}{part}:{record.quantity}"

@@ -1,10 +1,20 @@
 """Environments: named resource defaults that tasks share, as Flyte's ``TaskEnvironment``.
 
-Override semantics (tested): an override replaces the environment's request **field by field**.
-A field the override sets replaces that field whole (both sides of a range, the whole ``extra``
-mapping); a field it leaves unset keeps the environment's value. So an environment with
-``cpu=2, memory="8Gi"`` overridden with ``memory="16Gi"`` keeps ``cpu=2``. This is Flyte's
-reading: a task's own resources win "for that task only", on the fields it names.
+How an environment and a task's own request combine (tested):
+
+- **In taskcell, field by field.** ``%%task --env etl --memory 16Gi``,
+  ``env.task(resources=...)`` and :meth:`Environment.override` replace each field the task sets
+  (whole: both sides of a range, the whole ``extra`` mapping) and keep the environment's value
+  for every field it leaves unset. So an environment with ``cpu=2, memory="8Gi"`` overridden
+  with ``memory="16Gi"`` asks for ``cpu=2, memory="16Gi"``.
+- **In Flyte 2, whole.** ``@env.task`` takes no resources; ``task.override(resources=R)`` and
+  ``env.clone_with(name, resources=R)`` replace the environment's request with ``R`` as a
+  whole (flyte 2.12.1 ``TaskTemplate.override``: ``resources or self.resources``): a field ``R``
+  leaves unset is unset, not the environment's. taskcell's ``Task.override(resources=...)``
+  (:mod:`taskcell.tasks`) does the same, for code written against Flyte.
+
+The ``flyte`` exporter writes each task's whole, already combined, request, so the exported
+module asks Flyte for what the notebook asked taskcell for under either reading.
 
 A dynamic field (callable or :class:`~taskcell.spec.dynamic.Expression`) in either side counts
 as set, and the result is then a :class:`~taskcell.spec.dynamic.ResourceTemplate`.
@@ -72,7 +82,7 @@ class Environment:
     def override(
         self, resources: Resources | ResourceTemplate | None = None, **fields: Any
     ) -> Environment:
-        """Return a copy whose request is this one overridden field by field.
+        """Return a copy whose request is this one overridden field by field (taskcell's rule).
 
         Parameters
         ----------

@@ -1,27 +1,24 @@
-"""The flyte target, checked against Flyte 2's documented API (flyte-sdk 2.x signatures).
+"""The flyte target, checked against Flyte 2's API (flyte 2.12.1 signatures), without the SDK.
 
-Without the SDK in the test environment, the generated source is read back with ``ast``: every
-``flyte.Resources(...)`` is turned back into a taskcell request and compared with the one the
-``%%task`` line builds, and each call is checked against Flyte's signatures. With the SDK
-installed, the module is also imported.
+The generated source is read back with ``ast``: every ``flyte.Resources(...)`` is turned back
+into a taskcell request and compared with the one the ``%%task`` line builds, and each call is
+checked against Flyte's signatures. ``test_sdk_modules.py`` imports and runs it with the SDK.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 
 import pytest
 
 from taskcell.export import ExportError, export_notebook
-from taskcell.export.flyte_target import FLYTE_MIG
+from taskcell.export.flyte_target import FLYTE_ACCELERATORS, FLYTE_MIG
 from taskcell.runner.task_line import build_request, parse_task_line
 from taskcell.spec import BUILTIN_PRESETS, GPU, TPU, Device, Resources
 
 from .conftest import notebook
 
-# flyte-sdk 2.x: TaskEnvironment(name, ..., resources=, depends_on=), Resources(cpu, memory, gpu,
+# flyte 2.12.1: TaskEnvironment(name, ..., resources=, depends_on=), Resources(cpu, memory, gpu,
 # disk, shm), GPU(device, quantity, partition), TPU(device, partition),
 # Device(quantity, device_class, device, partition).
 SIGNATURES = {
@@ -31,7 +28,6 @@ SIGNATURES = {
     "TPU": {"device", "partition"},
     "Device": {"quantity", "device_class", "device", "partition"},
 }
-FLYTE_GPU_TYPES = {"T4", "L4", "L40s", "A10G", "V100", "A100", "A100_80G", "H100", "H200"}
 
 LINES = {
     "plain": "",
@@ -43,6 +39,14 @@ LINES = {
     "tpu": "--gpu V5P/2x2x1",
     "device": '--gpu "device:custom_accelerator/large:2"',
     "count": "--gpu 4",
+    "b200": "--gpu B200:2",
+    "trainium": '--gpu "Trn1:4"',
+    "trainium_3": '--gpu "Trn1:3"',
+    "trn3": '--gpu "neuron:Trn3:16"',
+    "a2": "--gpu A2:4",
+    "rtx_mig": '--gpu "RTX_PRO_6000/1g.24gb:1"',
+    "shared": '--gpu "L40s shared:1"',
+    "amd": "--gpu MI300X:1",
 }
 
 
@@ -66,15 +70,14 @@ def as_request(call: ast.Call) -> Resources:
             args = {k.arg: ast.literal_eval(k.value) for k in keyword.value.keywords}
             assert set(args) <= SIGNATURES[kind]
             record = {"GPU": GPU, "TPU": TPU, "Device": Device}[kind]
-            args.pop("device_class", None)
             fields[keyword.arg] = record(**args)
             continue
         value = ast.literal_eval(keyword.value)
         if keyword.arg in ("memory", "disk", "shm"):  # Flyte takes Kubernetes quantity strings
             assert isinstance(value, str) or all(isinstance(v, str) for v in value)
-        if keyword.arg == "gpu" and isinstance(value, str):
+        if keyword.arg == "gpu" and isinstance(value, str):  # one of Flyte's Accelerators
             device, _, count = value.partition(":")
-            assert device in FLYTE_GPU_TYPES and 1 <= int(count) <= 8
+            assert int(count) in FLYTE_ACCELERATORS[device]
         fields[keyword.arg] = value
     return Resources(**fields)
 
@@ -108,6 +111,29 @@ def test_requests_equal_the_notebooks():
     assert 'fields_env = flyte.TaskEnvironment(\n    name="fields",' in source
     assert 'gpu=flyte.GPU(device="A100", quantity=1, partition="1g.5gb")' in source
     assert 'gpu="A100_80G:8"' in source
+    assert 'gpu="Trn1:4"' in source
+    assert 'gpu=flyte.Device(quantity=3, device_class="NEURON", device="Trn1")' in source
+    assert 'gpu=flyte.Device(quantity=16, device_class="NEURON", device="Trn3")' in source
+    assert 'gpu=flyte.GPU(device="A2", quantity=4)' in source
+    assert 'gpu="L40S shared:1"' in source
+
+
+def test_an_environment_and_a_cells_own_fields_give_one_whole_request():
+    # taskcell combines field by field; Flyte replaces a request whole, so the task's
+    # environment carries the combined request, every field of it.
+    source = export_notebook(
+        notebook(
+            "%task_env etl --cpu 1 --memory 1Gi --gpu A100:1",
+            "%%task --env etl --memory 2Gi\na = 1",
+            '%%task --env etl --cpu "len(str(a))"\nb = a',
+        ),
+        "flyte",
+    )
+    assert environments(source)["compute_a"] == Resources(cpu=1, memory="2Gi", gpu="A100:1")
+    assert (
+        'compute_b.override(\n        resources=flyte.Resources(memory="1Gi", gpu="A100:1", '
+        "cpu=len(str(a)))\n    )" in source
+    )
 
 
 def test_one_environment_per_distinct_request():
@@ -170,18 +196,6 @@ def test_left_out_parts_are_warned_about():
     with pytest.warns(UserWarning, match=r"taskcell: cell 1 .*have no Flyte equivalent"):
         source = export_notebook(notebook("%%task --resources process=1\nx = 1"), "flyte")
     assert "process" not in source
-
-
-@pytest.mark.skipif(importlib.util.find_spec("flyte") is None, reason="flyte is not installed")
-def test_module_imports_with_flyte(tmp_path, monkeypatch):
-    cells = [f"%%task {line} --name {name}\n{name}_out = 1" for name, line in LINES.items()]
-    (tmp_path / "flyte_workflow.py").write_text(export_notebook(notebook(*cells), "flyte"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("flyte_workflow")
-    try:
-        assert module.fields_env.resources.gpu == "A100:2"
-    finally:
-        sys.modules.pop("flyte_workflow", None)
 
 
 def test_retries():

@@ -1,24 +1,28 @@
-"""The latch target, checked against the Latch SDK's documented API.
+"""The latch target, checked against the Latch SDK's documented API, without the SDK.
 
-``from latch.resources.tasks import small_task, ...`` (the presets) and
-``from latch import custom_task`` with ``custom_task(cpu: int, memory: int GiB, *,
-storage_gib: int)``. Without the SDK the source is read back with ``ast``; with it, imported.
+``from latch.resources.tasks import small_task, ...`` (the presets), ``from latch import
+custom_task, workflow`` with ``custom_task(cpu: int, memory: int GiB, *, storage_gib: int)``.
+The source is read back with ``ast``; ``test_sdk_modules.py`` imports and runs it with the SDK.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
+import pickle
+import warnings
 
 import pytest
 
-from taskcell.export import ExportError, export_notebook
+from taskcell.export import ExportError, ExportWarning, export_notebook
 from taskcell.spec import BUILTIN_PRESETS
 
 from .conftest import notebook
 
 PRESETS = set(BUILTIN_PRESETS)
+LATCH_NAMES = {("latch", "custom_task"), ("latch", "workflow")} | {
+    ("latch.resources.tasks", p) for p in PRESETS
+}
+LATCH_NAMES |= {("latch.types.file", "LatchFile"), ("latch.types.directory", "LatchDir")}
 
 
 def decorators(source: str) -> dict[str, str]:
@@ -26,11 +30,9 @@ def decorators(source: str) -> dict[str, str]:
     tree = ast.parse(source)
     imported = {}
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module in ("latch", "latch.resources.tasks"):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("latch"):
             for alias in node.names:
-                assert (node.module, alias.name) in {("latch", "custom_task")} | {
-                    ("latch.resources.tasks", p) for p in PRESETS
-                }
+                assert (node.module, alias.name) in LATCH_NAMES
                 imported[alias.asname or alias.name] = alias.name
     found = {}
     for node in tree.body:
@@ -43,6 +45,23 @@ def decorators(source: str) -> dict[str, str]:
                 assert {"cpu", "memory"} <= keywords <= {"cpu", "memory", "storage_gib", "retries"}
             found[node.name] = ast.unparse(decorator)
     return found
+
+
+def quietly(*cells: str) -> str:
+    """The latch module of a notebook, its warnings (shm left out, ...) ignored."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExportWarning)
+        return export_notebook(notebook(*cells), "latch")
+
+
+def function(source: str, name: str) -> ast.FunctionDef:
+    return next(node for node in ast.parse(source).body if getattr(node, "name", None) == name)  # type: ignore[return-value]
+
+
+def signature(source: str, name: str) -> str:
+    """``(a: int, b: typing.Any) -> str`` of a function in ``source``."""
+    node = function(source, name)
+    return f"({ast.unparse(node.args)}) -> {ast.unparse(node.returns)}"
 
 
 CASES = {
@@ -70,10 +89,11 @@ CASES = {
 
 def test_decorators():
     cells = [f"%%task {line} --name {name}\n{name}_out = 1" for name, (line, _) in CASES.items()]
-    source = export_notebook(notebook(*cells), "latch")
-    assert decorators(source) == {name: expected for name, (_, expected) in CASES.items()}
-    assert "from latch import custom_task" in source
-    assert "def fields(" in source and "-> Any:" in source
+    found = decorators(export_notebook(notebook(*cells), "latch"))
+    assert {name: found[name] for name in CASES} == {
+        name: expected for name, (_, expected) in CASES.items()
+    }
+    assert found["main"] == "workflow"
 
 
 def test_larger_gpu_preset_is_warned_about():
@@ -102,7 +122,7 @@ def test_requests_latch_cannot_express_are_refused(line, message):
         export_notebook(notebook("x = [1]", f"%%task {line}\ny = 1"), "latch")
 
 
-def test_dynamic_resources_become_resource_functions():
+def test_dynamic_resources_become_standalone_resource_functions():
     source = export_notebook(
         notebook(
             "files = ['a', 'b']",
@@ -113,7 +133,7 @@ def test_dynamic_resources_become_resource_functions():
     assert (
         "def allocate_cpu_for_compute_n(files, **kwargs) -> int:\n"
         '    """Cores for compute_n: the notebook\'s --cpu \'min(8, len(files))\'."""\n'
-        "    return math.ceil(parse_cpu(min(8, len(files))))" in source
+        "    return cores(min(8, len(files)))" in source
     )
     assert (
         "@custom_task(cpu=allocate_cpu_for_compute_n, memory=allocate_memory_for_compute_n)"
@@ -123,13 +143,14 @@ def test_dynamic_resources_become_resource_functions():
     helpers = [
         node
         for node in tree.body
-        if (isinstance(node, ast.Import | ast.ImportFrom) and "latch" not in ast.unparse(node))
+        if (isinstance(node, ast.FunctionDef) and node.name in ("cores", "gib"))
         or (isinstance(node, ast.FunctionDef) and node.name.startswith("allocate_"))
     ]
     namespace: dict = {}
     exec(compile(ast.Module(helpers, []), "resource_functions", "exec"), namespace)
     assert namespace["allocate_cpu_for_compute_n"](files=["a", "b"], count=1) == 2
     assert namespace["allocate_memory_for_compute_n"](files=["a", "b", "c"]) == 3
+    assert "taskcell" not in source.split('"""')[-1]  # no import, no name of taskcell's
 
 
 def test_shm_and_extra_are_warned_about():
@@ -140,19 +161,89 @@ def test_shm_and_extra_are_warned_about():
     assert any("no Latch equivalent" in m for m in messages)
 
 
-def test_driver_calls_tasks_with_keywords():
-    source = export_notebook(notebook("a = 1", "%%task\nb, c = a, a", "print(b + c)"), "latch")
+def test_a_workflow_wires_the_tasks_with_keywords():
+    source = quietly("a = 1", "%%task\nb, c = a, a", "print(b + c)")
     assert "b, c = compute_b(a=a)" in source
+    assert signature(source, "main") == "(a: int=1) -> None"  # b, c: read by the last cell
 
 
-@pytest.mark.skipif(importlib.util.find_spec("latch") is None, reason="latch is not installed")
-def test_module_imports_with_latch(tmp_path, monkeypatch):
-    cells = [f"%%task {line} --name {name}\n{name}_out = 1" for name, (line, _) in CASES.items()]
-    (tmp_path / "latch_workflow.py").write_text(export_notebook(notebook(*cells), "latch"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("latch_workflow")
-    try:
-        limits = module.fields.task_config.pod_spec.containers[0].resources.limits
-        assert limits == {"cpu": "4", "memory": "16Gi", "ephemeral-storage": "100Gi"}
-    finally:
-        sys.modules.pop("latch_workflow", None)
+def test_parameters_are_the_notebooks_typed_literals():
+    source = quietly(
+        "from pathlib import Path",
+        "n = 3\nrate = 0.5\nname = 'x'\nflag = True\nsizes = [1, 2]\n"
+        "weights = {'a': 1.5}\nreads = Path('reads.fq')\nout = Path('results/')\n"
+        "pairs = (1, 2)\nrng = range(3)",
+        "%%task\nfound = [n, rate, name, flag, sizes, weights, reads, out, pairs, rng]",
+    )
+    assert signature(source, "main") == (
+        "(reads: LatchFile, out: LatchDir, n: int=3, rate: float=0.5, name: str='x', "
+        "flag: bool=True, sizes: typing.List[int]=[1, 2], "
+        "weights: typing.Dict[str, float]={'a': 1.5}) -> None"
+    )
+    task = function(source, "compute_found")
+    assert ast.unparse(task.body[0]) == "reads = pathlib.Path(reads)"
+    assert ast.unparse(task.body[1]) == "out = pathlib.Path(out)"
+    assert "pairs: typing.Any" in signature(source, "compute_found")  # computed in cell_2
+    run_here = ast.parse(source).body[-1]
+    assert ast.unparse(run_here.body[0]) == (
+        "print(main(reads=on_this_machine('reads.fq', LatchFile), "
+        "out=on_this_machine('results/', LatchDir)))"
+    )
+
+
+def test_tasks_are_typed_from_the_code():
+    source = quietly(
+        "data = [3, 1, 4]",
+        "%%task\ntotal = sum(data)\nscaled = [x * 0.5 for x in data]\nlabel = f'{total}'",
+        "%%task\nstats = {'n': len(data), 'mean': total / len(data)}\nshape = (1, 2)",
+        "print(stats, shape, scaled, label)",
+    )
+    assert signature(source, "compute_total") == (
+        "(data: typing.List[int]) -> typing.Tuple[int, typing.List[float], str]"
+    )
+    assert signature(source, "compute_stats") == (
+        "(data: typing.List[int], total: int) -> "
+        "typing.Tuple[typing.Dict[str, typing.Union[int, float]], typing.Any]"
+    )
+    assert "return stats, portable(shape)" in source
+
+
+def test_a_tuple_travels_as_itself():
+    source = quietly("%%task\npair = (1, 'a')", "print(pair)")
+    namespace: dict = {}
+    exec(ast.unparse(function(source, "portable")), namespace)
+    carried = pickle.loads(pickle.dumps(namespace["portable"]((1, "a"))))
+    assert carried == (1, "a") and type(carried) is tuple
+
+
+def test_code_cells_become_tasks_and_definitions_move_to_the_top():
+    source = quietly(
+        "import math",
+        "scale = 3\n\ndef helper(v):\n    return v * scale\n\nitems = [helper(1)]",
+        "items.append(math.pi)",
+        "%%task\nn = len(items)",
+    )
+    tree = ast.parse(source)
+    top = [getattr(n, "name", None) or ast.unparse(n) for n in tree.body]
+    assert top.index("scale = 3") < top.index("helper") < top.index("cell_2")
+    assert signature(source, "cell_2") == "() -> typing.Any"
+    assert signature(source, "cell_3") == "(items: typing.Any) -> typing.Any"  # changed in place
+    assert "items = cell_3(items=items)" in source
+
+
+def test_a_function_reading_a_computed_value_is_refused():
+    with pytest.raises(ExportError, match=r"cell 1 .*'helper' reads 'scale', a value computed"):
+        quietly(
+            "scale = len('abc')\n\ndef helper(v):\n    return v * scale", "%%task\ny = helper(2)"
+        )
+
+
+def test_a_function_defined_twice_is_refused():
+    with pytest.raises(ExportError, match=r"cell 2 .*defines 'f', which cell 1 .*defined before"):
+        quietly("def f():\n    return 1", "def f():\n    return 2", "%%task\ny = f()")
+
+
+def test_results_are_the_typed_values_no_later_cell_reads():
+    source = quietly("%%task\nx = 2\nblob = object()", "%%task\ny = x + 1")
+    assert 'Results = typing.NamedTuple("Results", [("y", int)])' in source
+    assert "return y" in source

@@ -1,0 +1,450 @@
+"""A workflow plan recast as a Latch workflow: typed parameters, typed tasks, module-level code.
+
+A Latch (Flyte) workflow body only wires tasks together: it runs once, at registration, on
+placeholders, so every line of the notebook that computes must run in a task. From the one
+workflow plan (:mod:`taskcell.export.flow`) this module decides, cell by cell:
+
+- **Parameters.** A top-level ``NAME = LITERAL`` in a code cell (a constant, a list or dict of
+  them, ``Path("...")``; see :func:`~taskcell.export.latch_types.literal_type`), on lines of its
+  own, binding a name no other statement binds, becomes a typed parameter of the workflow with
+  the notebook's value as its default (a path has none: Latch asks for the file).
+- **Module-level code.** Functions, classes and lambdas a code cell defines move to the top of
+  the module, where every task can call them. A literal they read becomes a module constant
+  instead of a parameter; an import they need moves with them; any other notebook value they
+  read is refused (:class:`~taskcell.export.ExportError`), since tasks share no variables.
+- **Tasks.** The rest of each code cell becomes a ``small_task`` (``cell_N``), and each
+  ``%%task`` cell a task with its request. A task takes the names it reads that a parameter or an
+  earlier task bound, and returns those a later cell reads (a code cell also returns what it
+  changes in place: ``data.append(x)``, ``df["y"] = ...``), plus the notebook's results.
+- **Results.** A name whose last binding no later cell reads, and whose type is known, is an
+  output of the workflow, named after it.
+
+Types come from :mod:`taskcell.export.latch_types`; a value of unknown type travels as a pickle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from taskcell.export.codegen import comment
+from taskcell.export.flow import DriverStep, Namer, Step, TaskStep, TextStep, Workflow
+from taskcell.export.latch_types import (
+    ANY,
+    Type,
+    cell_types,
+    has_path,
+    is_known,
+    literal_type,
+)
+from taskcell.export.notebook import Cell, ExportError
+from taskcell.runner.analysis import analyze_cell
+
+__all__ = ["LatchPlan", "LatchTask", "Param", "plan_latch"]
+
+_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A workflow parameter: a notebook literal, its type and its source text."""
+
+    name: str
+    type: Type
+    default: str
+
+
+@dataclass(frozen=True)
+class LatchTask:
+    """One task of the workflow: a ``%%task`` cell (``step``) or the rest of a code cell."""
+
+    function: str
+    label: str
+    params: tuple[tuple[str, Type], ...]
+    returns: tuple[tuple[str, Type], ...]
+    code: str
+    imports: tuple[str, ...] = ()
+    step: TaskStep | None = None
+
+
+@dataclass(frozen=True)
+class LatchPlan:
+    """What the ``latch`` target renders.
+
+    Attributes
+    ----------
+    module_code
+        Module-level statements in notebook order: constants, imports functions need, and the
+        notebook's functions and classes.
+    params
+        The workflow's parameters, in notebook order.
+    tasks
+        Every task, in notebook order.
+    body
+        The workflow body: markdown as comments (str) and task calls, in order.
+    outputs
+        The workflow's results: name and type.
+    """
+
+    module_code: tuple[str, ...]
+    params: tuple[Param, ...]
+    tasks: tuple[LatchTask, ...]
+    body: tuple[str | LatchTask, ...]
+    outputs: tuple[tuple[str, Type], ...]
+
+
+def _lines(stmt: ast.stmt) -> range:
+    """The lines of a top-level statement, decorators included."""
+    first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+    return range(first, (stmt.end_lineno or stmt.lineno) + 1)
+
+
+def _text(code: str, stmts: Iterable[ast.stmt]) -> str:
+    lines = code.splitlines()
+    return "\n".join(lines[i - 1] for stmt in stmts for i in _lines(stmt))
+
+
+def _without(code: str, stmts: Iterable[ast.stmt]) -> str:
+    drop = {i for stmt in stmts for i in _lines(stmt)}
+    return "\n".join(line for i, line in enumerate(code.splitlines(), 1) if i not in drop)
+
+
+def _alone(tree: ast.Module) -> list[bool]:
+    """For each top-level statement: does it have its lines (decorators included) to itself?"""
+    spans = [_lines(stmt) for stmt in tree.body]
+    return [
+        not any(set(span) & set(other) for j, other in enumerate(spans) if j != i)
+        for i, span in enumerate(spans)
+    ]
+
+
+def _is_definition(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, _DEFINITION) or (
+        isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Lambda)
+        and all(isinstance(t, ast.Name) for t in stmt.targets)
+    )
+
+
+def _defined(stmt: ast.stmt) -> list[str]:
+    """The names a definition binds: a ``def``'s or ``class``'s, or a lambda's targets."""
+    if isinstance(stmt, ast.Assign):
+        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    return [getattr(stmt, "name", "")]
+
+
+def _stores(tree: ast.AST) -> dict[str, int]:
+    """How many times each name is bound anywhere in ``tree``."""
+    counts: dict[str, int] = {}
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            names = [node.id]
+        elif isinstance(node, _DEFINITION):
+            names = [node.name]
+        elif isinstance(node, ast.alias):
+            names = [(node.asname or node.name).partition(".")[0]]
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _changed(tree: ast.Module) -> set[str]:
+    """Names a cell changes in place: ``x.append(...)``, ``x[k] = ...``, ``x.a = ...``."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            targets = [node.value.func]
+        for target in targets:
+            while isinstance(target, ast.Attribute | ast.Subscript):
+                target = target.value
+                if isinstance(target, ast.Name):
+                    found.add(target.id)
+    return found
+
+
+def _imports(tree: ast.Module) -> dict[str, str]:
+    """The names a cell's top-level imports bind, with the one-alias import that binds each."""
+    found = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            for alias in stmt.names:
+                if alias.name == "*":
+                    continue
+                if isinstance(stmt, ast.Import):
+                    text = f"import {alias.name}"
+                    name = alias.asname or alias.name.partition(".")[0]
+                else:
+                    text = f"from {'.' * stmt.level}{stmt.module or ''} import {alias.name}"
+                    name = alias.asname or alias.name
+                found[name] = text + (f" as {alias.asname}" if alias.asname else "")
+    return found
+
+
+def transport(t: Type) -> Type:
+    """The type a value travels between tasks as: its own, or ANY (a pickle) for a path or an
+    unknown part (a task's path is a ``pathlib.Path``, which Latch would upload as a file)."""
+    return t if is_known(t) and not has_path(t) else ANY
+
+
+def plan_latch(workflow: Workflow, namer: Namer) -> LatchPlan:
+    """Recast a workflow plan for Latch (see the module docstring for the rules).
+
+    Parameters
+    ----------
+    workflow
+        The notebook's plan.
+    namer
+        Hands out the names of the driver cells' tasks (``cell_N``).
+
+    Raises
+    ------
+    ExportError
+        A notebook function reads a notebook value that is not a literal, or is defined twice;
+        the message names the cell.
+    """
+    return _Planner(workflow, namer).plan()
+
+
+class _Planner:
+    """Walks the steps in order, keeping the type each bound name travels with."""
+
+    def __init__(self, workflow: Workflow, namer: Namer) -> None:
+        self.workflow = workflow
+        self.namer = namer
+        hoisted = analyze_cell("\n".join(workflow.imports)).outputs if workflow.imports else ()
+        self.hoisted = set(hoisted)
+        path_names = {"pathlib.Path"}
+        if "from pathlib import Path" in workflow.imports:
+            path_names.add("Path")
+        self.path_names = frozenset(path_names)
+        steps = workflow.steps
+        self.code_steps = [
+            (i, s) for i, s in enumerate(steps) if isinstance(s, DriverStep | TaskStep)
+        ]
+        self.trees = {i: ast.parse(_code(s)) for i, s in self.code_steps}
+        self.reads_after = self._reads_after(steps)
+        self.params: dict[str, Param] = {}
+        self.literals: dict[int, list[ast.stmt]] = {}
+        self.definitions: dict[int, list[ast.stmt]] = {}
+        self.module_code: list[str] = []
+        self.module_names: set[str] = set(self.hoisted)
+
+    # -- passes over the whole notebook -------------------------------------------------------
+
+    def _reads_after(self, steps: tuple[Step, ...]) -> dict[int, set[str]]:
+        """For each step, the names the steps after it read."""
+        later: set[str] = set()
+        after: dict[int, set[str]] = {}
+        for i in range(len(steps) - 1, -1, -1):
+            after[i] = set(later)
+            step = steps[i]
+            if isinstance(step, DriverStep):
+                later |= set(analyze_cell(step.code).inputs)
+            elif isinstance(step, TaskStep):
+                later |= set(step.params)
+        return after
+
+    def _binding_counts(self) -> dict[str, int]:
+        """How many statements of the notebook bind each name."""
+        counts: dict[str, int] = {}
+        for i, _ in self.code_steps:
+            for name, n in _stores(self.trees[i]).items():
+                counts[name] = counts.get(name, 0) + n
+        return counts
+
+    def _split_code_cells(self) -> None:
+        """Find the parameters and the definitions of the code cells."""
+        counts = self._binding_counts()
+        for i, step in self.code_steps:
+            if not isinstance(step, DriverStep):
+                continue
+            tree = self.trees[i]
+            self.definitions[i] = []
+            self.literals[i] = []
+            for stmt, alone in zip(tree.body, _alone(tree), strict=True):
+                if alone and _is_definition(stmt):
+                    self.definitions[i].append(stmt)
+                elif alone and (param := self._param(stmt, step.code, counts)) is not None:
+                    self.params[param.name] = param
+                    self.literals[i].append(stmt)
+
+    def _param(self, stmt: ast.stmt, code: str, counts: Mapping[str, int]) -> Param | None:
+        """The parameter ``NAME = LITERAL`` makes, if the notebook binds NAME nowhere else."""
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            return None
+        target = stmt.targets[0]
+        if not isinstance(target, ast.Name) or counts.get(target.id) != 1:
+            return None
+        found = literal_type(stmt.value, self.path_names)
+        if found is None:
+            return None
+        return Param(target.id, found, ast.get_source_segment(code, stmt.value) or "")
+
+    def _module_level(self) -> None:
+        """Move definitions to the top; what they read becomes module constants or imports."""
+        imports: dict[str, str] = {}
+        for i, _ in self.code_steps:
+            imports.update({n: t for n, t in _imports(self.trees[i]).items() if n not in imports})
+        defined: dict[str, int] = {}
+        for i, stmts in self.definitions.items():
+            for stmt in stmts:
+                for name in _defined(stmt):
+                    if name in defined:
+                        raise ExportError(
+                            f"{self._label(i)}: defines {name!r}, which "
+                            f"{self._label(defined[name])} defined before; Latch tasks share one "
+                            f"module-level {name!r}, so give each definition its own name"
+                        )
+                    defined[name] = i
+        self.module_names |= set(defined)
+        for i, stmts in self.definitions.items():
+            code = _code(self.workflow.steps[i])
+            for stmt in stmts:
+                self._hoist_reads(i, stmt, code, imports)
+                self.module_code.append(_text(code, [stmt]))
+
+    def _hoist_reads(self, i: int, stmt: ast.stmt, code: str, imports: Mapping[str, str]) -> None:
+        """Put what a definition reads at the module's top too, or refuse it."""
+        reads = analyze_cell(_text(code, [stmt])).inputs
+        for name in reads:
+            if name in self.module_names:
+                continue
+            if name in imports:
+                self.module_code.append(imports[name])
+            elif name in self.params:
+                param = self.params.pop(name)
+                self.module_code.append(f"{name} = {param.default}")
+            else:
+                defined = _defined(stmt)[0]
+                raise ExportError(
+                    f"{self._label(i)}: notebook function {defined!r} reads {name!r}, a value "
+                    f"computed in the notebook; Latch tasks share no variables, so pass {name!r} "
+                    f"to {defined!r} as an argument"
+                )
+            self.module_names.add(name)
+
+    def _label(self, i: int) -> str:
+        return self.workflow.steps[i].cell.label
+
+    # -- the walk ------------------------------------------------------------------------------
+
+    def plan(self) -> LatchPlan:
+        self._split_code_cells()
+        self._module_level()
+        self.types: dict[str, Type] = {}
+        self.imported: dict[str, str] = {}
+        self.bound_at: dict[str, int] = {}  # name -> the step whose task returned it last
+        self.last_binding = self._last_bindings()
+        tasks: list[LatchTask] = []
+        body: list[str | LatchTask] = []
+        for i, step in enumerate(self.workflow.steps):
+            if isinstance(step, TextStep):
+                body.append(comment(step.text))
+                continue
+            task = self._driver(i, step) if isinstance(step, DriverStep) else self._task(i, step)
+            if task is not None:
+                tasks.append(task)
+                body.append(task)
+        outputs = tuple(
+            (name, self.types[name])
+            for name, i in self.bound_at.items()
+            if name not in self.reads_after[i] and is_known(self.types[name])
+        )
+        params = tuple(self.params.values())
+        return LatchPlan(tuple(self.module_code), params, tuple(tasks), tuple(body), outputs)
+
+    def _last_bindings(self) -> dict[str, int]:
+        """For each name, the last step that binds it."""
+        last: dict[str, int] = {}
+        for i, step in self.code_steps:
+            for name in _outputs(step, self.trees[i]):
+                last[name] = i
+        return last
+
+    def _driver(self, i: int, step: DriverStep) -> LatchTask | None:
+        """A code cell's task: the cell without its parameters and definitions (None if
+        nothing else is left but imports)."""
+        for stmt in self.literals[i]:
+            name = stmt.targets[0].id  # type: ignore[attr-defined]
+            if name in self.params:
+                self.types[name] = self.params[name].type
+        code = _without(step.code, [*self.definitions[i], *self.literals[i]])
+        tree = ast.parse(code)
+        own_imports = _imports(tree)
+        if all(isinstance(s, ast.Import | ast.ImportFrom) for s in tree.body):
+            self.imported.update(own_imports)
+            return None
+        analysis = analyze_cell(code)
+        inputs = [n for n in analysis.inputs if n in self.types]
+        needed = [self.imported[n] for n in analysis.inputs if n in self.imported]
+        changed = [n for n in inputs if n in _changed(tree) and n not in analysis.outputs]
+        task = _Draft(
+            self.namer.fresh(f"cell_{step.cell.number}"),
+            step.cell,
+            code,
+            inputs,
+            [*analysis.outputs, *changed],
+            [*step.imports, *needed],
+        )
+        return self._make(i, task, tree, own_imports, None)
+
+    def _task(self, i: int, step: TaskStep) -> LatchTask:
+        """A ``%%task`` cell's task: its inputs less the names now at the module's top."""
+        inputs = [p for p in step.params if p not in self.module_names]
+        task = _Draft(
+            step.function, step.cell, step.body, inputs, list(step.returns), step.local_imports
+        )
+        return self._make(i, task, ast.parse(step.body), {}, step)
+
+    def _make(
+        self,
+        i: int,
+        draft: _Draft,
+        tree: ast.Module,
+        own_imports: Mapping[str, str],
+        step: TaskStep | None,
+    ) -> LatchTask:
+        """The task: its inputs typed as they travel, and the outputs it must return."""
+        params = tuple((n, self.types.get(n, ANY)) for n in draft.inputs)
+        found = cell_types(tree, dict(params), self.path_names)
+        returns = []
+        for name in draft.outputs:
+            if name in own_imports:  # a module: later cells import it again
+                self.imported[name] = own_imports[name]
+                continue
+            t = transport(found.get(name, ANY))  # changed in place: of any type now
+            if name in self.reads_after[i] or (self.last_binding.get(name) == i and is_known(t)):
+                returns.append((name, t))
+                self.types[name] = t
+                self.bound_at[name] = i
+        imports = tuple(dict.fromkeys(draft.imports))
+        return LatchTask(
+            draft.function, draft.cell.label, params, tuple(returns), draft.code, imports, step
+        )
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """A task before its types: what it is called, reads, may return and imports."""
+
+    function: str
+    cell: Cell
+    code: str
+    inputs: list[str]
+    outputs: list[str]
+    imports: Iterable[str] = ()
+
+
+def _code(step: Step) -> str:
+    return step.code if isinstance(step, DriverStep) else step.body  # type: ignore[union-attr]
+
+
+def _outputs(step: DriverStep | TaskStep, tree: ast.Module) -> list[str]:
+    if isinstance(step, TaskStep):
+        return list(step.returns)
+    return list(analyze_cell(step.code).outputs) + sorted(_changed(tree))
