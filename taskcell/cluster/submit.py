@@ -11,6 +11,8 @@ from taskcell import config
 from taskcell.cluster.connect import live_workers
 from taskcell.cluster.feasibility import check_feasible
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources
+from taskcell.cluster.pools import Pool, choose, configured_pools
+from taskcell.cluster.provision import claim, leaving
 from taskcell.errors import InfeasibleError
 from taskcell.spec import PROFILES, Resources, check_limits
 
@@ -20,30 +22,40 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Placement:
-    """The Dask ``resources=`` of a request and the live workers able to run it."""
+    """The Dask ``resources=`` of a request and the live workers able to run it, or, when none
+    can, the pool whose worker will (:func:`taskcell.cluster.provision.claim` starts it)."""
 
     resources: dict[str, float]
     workers: list[WorkerCapacity]
+    pool: Pool | None = None
 
 
 def plan(request: Resources, client: Client) -> Placement:
-    """Where ``request`` can run; :class:`InfeasibleError` if no live worker can run it.
+    """Where ``request`` can run; :class:`InfeasibleError` if no live worker, and no worker of
+    a pool in ``taskcell.pools``, can run it.
 
     The platform profile in ``taskcell.platform`` (e.g. ``latch``) is checked first. A request
     that looks infeasible against the cached view of the workers is checked again against a
-    fresh one before failing, so a worker that just joined is seen.
+    fresh one before failing, so a worker that just joined is seen. A request no live worker
+    can run goes to the first pool whose workers can, with its resources spelled so that only
+    such a worker runs it; the error, when no pool can either, says what each pool lacks.
     """
     platform = config.get("platform")
     if platform:
         check_limits(request, PROFILES[platform])
-    workers = live_workers(client)
+    gone = leaving(client)  # retired by a pool, though a cached view may still list them
+    workers = [w for w in live_workers(client) if w.address not in gone]
     resources = dask_resources(request, workers)
     try:
         able = check_feasible(request, resources, workers)
     except InfeasibleError:
-        workers = live_workers(client, refresh=True)
+        workers = [w for w in live_workers(client, refresh=True) if w.address not in gone]
         resources = dask_resources(request, workers)
-        able = check_feasible(request, resources, workers)
+        try:
+            able = check_feasible(request, resources, workers)
+        except InfeasibleError as e:
+            pool = choose(request, workers, configured_pools(), e)
+            return Placement(dask_resources(request, [*workers, pool.capacity()]), [], pool)
     return Placement(resources, able)
 
 
@@ -61,9 +73,10 @@ def submit(
     retries: int = 0,
     **kwargs: Any,
 ) -> Future:
-    """``client.submit(fn, *args, **kwargs)`` under ``request``, with a unique key."""
+    """``client.submit(fn, *args, **kwargs)`` under ``request``, with a unique key; a worker of
+    a pool is started for it when no live worker can run it."""
     placement = plan(request, client)
-    return client.submit(
+    future = client.submit(
         fn,
         *args,
         key=unique_key(name),
@@ -72,3 +85,5 @@ def submit(
         pure=False,
         **kwargs,
     )
+    claim(client, placement, future)
+    return future

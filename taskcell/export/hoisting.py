@@ -23,7 +23,7 @@ from taskcell.runner.analysis import analyze_cell
 class CellImports:
     """The whole-line, top-level import statements of one cell."""
 
-    statements: list[ast.stmt] = field(default_factory=list)
+    statements: list[ast.Import | ast.ImportFrom] = field(default_factory=list)
     #: name -> the single-alias import text that binds it (its last binding in the cell)
     names: dict[str, str] = field(default_factory=dict)
     #: names the cell binds only through those imports

@@ -23,6 +23,7 @@ from dask.sizeof import sizeof
 
 from taskcell import config
 from taskcell.cluster.connect import live_workers, silence
+from taskcell.cluster.provision import claim, waiting_status
 from taskcell.cluster.submit import plan, unique_key
 from taskcell.errors import (
     CellError,
@@ -119,6 +120,7 @@ def submit_cell(
         run_cell, job, remote, key=key, resources=placement.resources or None, pure=False
     )
     future.add_done_callback(lambda _: inbox.put({"kind": "ended"}))
+    claim(client, placement, future, followed=True)
     return Submission(
         future=future,
         job=job,
@@ -272,7 +274,7 @@ def _status(client: Client, sub: Submission, waited: float) -> str:
     except ClusterError:
         return _silent_scheduler(client)
     if not sub.attempts:
-        return _waiting_reason(sub, waited)
+        return waiting_status(client, sub.job.key) or _waiting_reason(sub, waited)
     worker, retries = sub.attempts[-1], sub.job.retries
     if worker not in live:  # the cached view may predate the worker: ask again before judging
         live = {w.address for w in live_workers(client, refresh=True)}
