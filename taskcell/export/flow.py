@@ -347,7 +347,9 @@ class _Planner:
             self.environments[env.name] = Environment(env.name, env.resources)
             self.env_defs[env.name] = env
         found = self.imports[cell.number]
-        removed = [s for s in found.statements if statement_hoisted(s, self.hoisted)]
+        removed: list[ast.stmt] = [
+            s for s in found.statements if statement_hoisted(s, self.hoisted)
+        ]
         removed += special_imports(tree)
         return remove_statements(cell.code, tree, removed) if removed else cell.code
 

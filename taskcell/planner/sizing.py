@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import operator
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -68,8 +69,8 @@ def _size(size: Any, seen: set[str]) -> int:
         usage = size.memory_usage(deep=True)
         return int(usage.sum() if hasattr(usage, "sum") else usage)
     nbytes = getattr(size, "nbytes", None)
-    if isinstance(nbytes, int) or (hasattr(nbytes, "__index__") and not callable(nbytes)):
-        return int(nbytes)
+    if nbytes is not None and hasattr(nbytes, "__index__") and not callable(nbytes):
+        return operator.index(nbytes)
     if isinstance(size, list | tuple | set | frozenset):
         return sum(_size(item, seen) for item in size)
     raise SpecError(f"size= must be {_FORMS}, got a {type(size).__name__}: {size!r:.80}")

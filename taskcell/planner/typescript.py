@@ -83,7 +83,7 @@ class _Types:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
             args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             if node.value.id == "Literal":
-                return " | ".join(f"'{a.value}'" for a in args if isinstance(a, ast.Constant))
+                return " | ".join(f"'{a.value!s}'" for a in args if isinstance(a, ast.Constant))
             if node.value.id == "list":
                 item = self(args[0])
                 return f"({item})[]" if "|" in item else f"{item}[]"

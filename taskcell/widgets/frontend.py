@@ -12,7 +12,10 @@ the panel then shows the line to copy instead.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from comm.base_comm import BaseComm
 
 logger = logging.getLogger(__name__)
 
@@ -27,17 +30,18 @@ class Frontend:
         self.closed = False
         self.acknowledged = 0
         self.sent: list[dict[str, Any]] = []
+        self._comm: BaseComm | None = None
         try:
             from comm import create_comm
 
-            self._comm = create_comm(target_name=TARGET, data={"protocol": PROTOCOL})
+            comm = create_comm(target_name=TARGET, data={"protocol": PROTOCOL})
         except Exception as e:  # outside a kernel: nothing to talk to
             logger.debug("taskcell: no frontend comm: %r", e)
-            self._comm = None
             self.closed = True
             return
-        self._comm.on_close(self._on_close)
-        self._comm.on_msg(self._on_msg)
+        comm.on_close(self._on_close)
+        comm.on_msg(self._on_msg)
+        self._comm = comm
 
     def _on_close(self, msg: Any) -> None:
         self.closed = True
