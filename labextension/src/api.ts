@@ -8,12 +8,15 @@
 import type { ISnapshot, ISuggestionInfo } from './snapshot';
 
 export type {
+  IEndedTask,
   IResourceUse,
   ISnapshot,
   ISuggestionInfo,
   ITaskInfo,
+  IUsageStrip,
   IWorkerSnapshot,
   IWorkerVerdict,
+  EndState,
   TaskState
 } from './snapshot';
 
@@ -50,6 +53,16 @@ export interface IClusterState {
   snapshot: ISnapshot | null;
 }
 
+/**
+ * `POST /taskcell/api/clusters/<id>/cancel` with `{key}`: the task stopped, and how. `was`
+ * running: interrupted on its worker, its resources freed when its process ends; waiting:
+ * cancelled before it started.
+ */
+export interface ICancelResult {
+  key: string;
+  was: 'running' | 'waiting';
+}
+
 export interface IProfile {
   name: string;
   description: string;
@@ -83,6 +96,7 @@ export interface IResourcesClient {
     timeout: number,
     signal?: AbortSignal
   ): Promise<IClusterState>;
+  cancel(id: string, key: string): Promise<ICancelResult>;
   plannerChoices(): Promise<IPlannerChoices>;
   suggest(request: ISuggestionRequest): Promise<ISuggestionInfo>;
 }

@@ -2,6 +2,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import type {
+  ICancelResult,
   IClusterList,
   IClusterState,
   IErrorBody,
@@ -33,6 +34,13 @@ export class ResourcesClient implements IResourcesClient {
     }
     const path = `clusters/${encodeURIComponent(id)}${URLExt.objectToQueryString(query)}`;
     return this._request<IClusterState>(path, { signal });
+  }
+
+  cancel(id: string, key: string): Promise<ICancelResult> {
+    return this._request<ICancelResult>(`clusters/${encodeURIComponent(id)}/cancel`, {
+      method: 'POST',
+      body: JSON.stringify({ key })
+    });
   }
 
   plannerChoices(): Promise<IPlannerChoices> {

@@ -2,9 +2,9 @@ import type { ISignal } from '@lumino/signaling';
 import type { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
 
-import type { IClusterInfo, IClusterState, IResourcesClient } from './api';
+import type { IClusterInfo, IClusterState, IResourcesClient, ISnapshot } from './api';
 import { PlannerForm } from './planner';
-import { clusterLabel, pickCluster, renderState } from './render';
+import { clusterLabel, pickCluster, renderState, type ITaskActions } from './render';
 
 /** What the sidebar needs to know about the notebooks; `index.ts` implements it. */
 export interface INotebookContext {
@@ -29,8 +29,15 @@ export const RETRY_AFTER = 3000;
 
 const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms));
 
+/** The keys of the tasks a snapshot shows running or waiting. */
+function liveKeys(snapshot: ISnapshot | null): Set<string> {
+  const tasks = snapshot ? [...snapshot.workers.flatMap(w => w.tasks), ...snapshot.queue] : [];
+  return new Set(tasks.map(t => t.key));
+}
+
 /**
- * The live occupancy of one cluster: a cluster selector, the status line and the snapshot.
+ * The live occupancy of one cluster: a cluster selector, the status line and the snapshot,
+ * whose running and waiting tasks can be cancelled.
  *
  * Follows the cluster with long polls while it is shown, and stops (aborting the request in
  * flight) when it is hidden or disposed.
@@ -51,9 +58,13 @@ export class OccupancyView extends Widget {
     this._select.className = 'jp-taskcell-cluster-select jp-mod-styled';
     label.append(this._select);
     header.append(label);
+    this._notice = document.createElement('p');
+    this._notice.className = 'jp-taskcell-notice';
+    this._notice.setAttribute('role', 'alert');
+    this._notice.hidden = true;
     this._body = document.createElement('div');
     this._body.className = 'jp-taskcell-body';
-    this.node.append(header, this._body);
+    this.node.append(header, this._notice, this._body);
 
     this._select.addEventListener('change', this._onSelect);
     context.changed.connect(this._onContextChanged, this);
@@ -173,6 +184,8 @@ export class OccupancyView extends Widget {
       return;
     }
     this._abortPoll();
+    this._cancelling.clear();
+    this._notice.hidden = true;
     this._clusterId = id;
     this._following = id;
     this._state = null;
@@ -206,9 +219,36 @@ export class OccupancyView extends Widget {
     }
   }
 
+  /** Ask the server to stop the task `key` of the cluster shown; its button says so meanwhile. */
+  async cancel(key: string): Promise<void> {
+    const id = this._clusterId;
+    if (id === null || this._cancelling.has(key)) {
+      return;
+    }
+    this._cancelling.add(key);
+    this._redraw();
+    try {
+      await this._client.cancel(id, key);
+      this._notice.hidden = true;
+    } catch (error) {
+      this._cancelling.delete(key);
+      this._notice.textContent = `Could not cancel ${key}: ${(error as Error).message}`;
+      this._notice.hidden = false;
+      this._redraw();
+    }
+  }
+
   private _draw(state: IClusterState): void {
     this._state = state;
-    this._body.replaceChildren(renderState(state));
+    const live = liveKeys(state.snapshot);
+    [...this._cancelling].filter(key => !live.has(key)).forEach(key => this._cancelling.delete(key));
+    this._body.replaceChildren(renderState(state, this._actions));
+  }
+
+  private _redraw(): void {
+    if (this._state && !this.isDisposed) {
+      this._draw(this._state);
+    }
   }
 
   private _showMessage(text: string, kind: string): void {
@@ -223,6 +263,7 @@ export class OccupancyView extends Widget {
       const option = document.createElement('option');
       option.value = c.id;
       option.textContent = clusterLabel(c);
+      option.title = c.address;
       option.selected = c.id === selected;
       return option;
     });
@@ -267,7 +308,13 @@ export class OccupancyView extends Widget {
   private _client: IResourcesClient;
   private _context: INotebookContext;
   private _select: HTMLSelectElement;
+  private _notice: HTMLParagraphElement;
   private _body: HTMLDivElement;
+  private _cancelling = new Set<string>();
+  private _actions: ITaskActions = {
+    cancel: key => void this.cancel(key),
+    cancelling: this._cancelling
+  };
   private _clusters: IClusterInfo[] = [];
   private _clusterId: string | null = null;
   private _chosen: string | null = null;

@@ -2,11 +2,29 @@
  * Snapshot -> DOM, with no JupyterLab in sight: the sidebar calls these, the unit tests too.
  *
  * What is shown, in which order and in which words, is `snapshotView` (`view.ts`, the same
- * rules as the notebook panel's); this module only draws it.
+ * rules as the notebook panel's); this module only draws it. Running and waiting tasks get a
+ * cancel button when the caller passes `ITaskActions`.
  */
 import type { IClusterInfo, IClusterState, ISnapshot, ISuggestionInfo } from './api';
-import type { IBarView, IGroupView, ITaskView, IWorkerView } from './snapshot';
+import {
+  LEGEND_ASSIGNED,
+  LEGEND_RUNNING,
+  type IBarView,
+  type IEndedView,
+  type IGroupView,
+  type IStripView,
+  type ITaskView,
+  type IWorkerView
+} from './snapshot';
 import { snapshotView } from './view';
+
+/** What the sidebar can do to a task it shows. */
+export interface ITaskActions {
+  /** Ask for the task `key` to be stopped. */
+  cancel(key: string): void;
+  /** The keys asked to stop and not gone yet: their buttons are disabled. */
+  readonly cancelling: ReadonlySet<string>;
+}
 
 function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -33,7 +51,9 @@ export function renderBar(view: IBarView): HTMLElement {
   row.dataset.running = String(view.running);
   row.dataset.assigned = String(view.assigned);
   row.dataset.total = String(view.total);
-  row.append(el('span', 'jp-taskcell-resource-name', view.resource));
+  const name = el('span', 'jp-taskcell-resource-name', view.resource);
+  name.title = view.resource;
+  row.append(name);
 
   const bar = el('div', 'jp-taskcell-bar');
   const runningPart = el('div', 'jp-taskcell-bar-running');
@@ -53,8 +73,49 @@ export function renderBar(view: IBarView): HTMLElement {
   return row;
 }
 
+/** What the solid and the hatched parts of a bar stand for. */
+export function renderLegend(): HTMLElement {
+  const legend = el('div', 'jp-taskcell-legend');
+  for (const [part, words] of [
+    ['running', LEGEND_RUNNING],
+    ['assigned', LEGEND_ASSIGNED]
+  ]) {
+    const item = el('span', `jp-taskcell-legend-item jp-taskcell-legend-${part}`);
+    item.append(el('span', `jp-taskcell-swatch jp-taskcell-bar-${part}`), el('span', '', words));
+    legend.append(item);
+  }
+  return legend;
+}
+
+/** A resource's last minutes: one column per step, as high as the share running tasks held. */
+export function renderStrip(view: IStripView): HTMLElement {
+  const strip = el('div', 'jp-taskcell-strip');
+  strip.dataset.resource = view.resource;
+  strip.title = view.title;
+  strip.setAttribute('role', 'img');
+  strip.setAttribute('aria-label', view.title);
+  for (const share of view.shares) {
+    const step = el('span', share === null ? 'jp-taskcell-strip-unknown' : '');
+    step.style.height = `${((share ?? 0) * 100).toFixed(0)}%`;
+    strip.append(step);
+  }
+  return strip;
+}
+
+function cancelButton(task: ITaskView, actions: ITaskActions): HTMLButtonElement {
+  const button = el('button', 'jp-taskcell-cancel');
+  button.type = 'button';
+  const busy = actions.cancelling.has(task.key);
+  button.textContent = busy ? 'Cancelling…' : 'Cancel';
+  button.disabled = busy;
+  button.title = `Cancel ${task.name}: stop it on its worker, or before it starts`;
+  button.setAttribute('aria-label', `Cancel ${task.name}`);
+  button.addEventListener('click', () => actions.cancel(task.key));
+  return button;
+}
+
 /** A task's line; `where` only outside its worker's box. */
-function renderTask(task: ITaskView, where: boolean): HTMLElement {
+function renderTask(task: ITaskView, where: boolean, actions?: ITaskActions): HTMLElement {
   const item = el('li', `jp-taskcell-task jp-taskcell-task-${task.state}`);
   item.dataset.key = task.key;
   item.append(
@@ -65,6 +126,9 @@ function renderTask(task: ITaskView, where: boolean): HTMLElement {
     item.append(el('span', 'jp-taskcell-task-where', task.where));
   }
   item.append(el('span', 'jp-taskcell-task-waited', task.waited));
+  if (actions) {
+    item.append(cancelButton(task, actions));
+  }
   if (task.waiting_for) {
     item.append(el('span', 'jp-taskcell-task-reason', task.waiting_for));
   }
@@ -72,13 +136,30 @@ function renderTask(task: ITaskView, where: boolean): HTMLElement {
   return item;
 }
 
-function renderTasks(tasks: ITaskView[], where: boolean): HTMLElement {
+function renderTasks(tasks: ITaskView[], where: boolean, actions?: ITaskActions): HTMLElement {
   const list = el('ul', 'jp-taskcell-tasks');
-  tasks.forEach(task => list.append(renderTask(task, where)));
+  tasks.forEach(task => list.append(renderTask(task, where, actions)));
   return list;
 }
 
-export function renderWorker(worker: IWorkerView): HTMLElement {
+/** A task that ended: its name and how, then where, how long and when, then its error. */
+function renderEnded(task: IEndedView): HTMLElement {
+  const item = el('li', `jp-taskcell-task jp-taskcell-ended-task jp-taskcell-ended-${task.state}`);
+  item.dataset.key = task.key;
+  item.dataset.state = task.state;
+  item.title = task.key;
+  item.append(
+    el('span', 'jp-taskcell-task-name', task.name),
+    el('span', 'jp-taskcell-ended-state', task.state),
+    el('span', 'jp-taskcell-ended-detail', task.detail)
+  );
+  if (task.error) {
+    item.append(el('span', 'jp-taskcell-ended-error', task.error));
+  }
+  return item;
+}
+
+export function renderWorker(worker: IWorkerView, actions?: ITaskActions): HTMLElement {
   const box = el('div', 'jp-taskcell-worker');
   box.dataset.address = worker.address;
   box.dataset.name = worker.name;
@@ -87,7 +168,7 @@ export function renderWorker(worker: IWorkerView): HTMLElement {
   head.title = worker.address;
   box.append(head, ...worker.bars.map(renderBar));
   if (worker.running.length) {
-    box.append(renderTasks(worker.running, false));
+    box.append(renderTasks(worker.running, false, actions));
   }
   const counts = [worker.more_running, worker.waiting].filter(Boolean).join(' · ');
   if (counts) {
@@ -98,42 +179,74 @@ export function renderWorker(worker: IWorkerView): HTMLElement {
   return box;
 }
 
-function renderGroup(group: IGroupView): HTMLElement {
+function renderGroup(group: IGroupView, actions?: ITaskActions): HTMLElement {
   const box = el('div', 'jp-taskcell-group');
   box.append(el('h4', 'jp-taskcell-group-title', group.title));
-  group.workers.forEach(w => box.append(renderWorker(w)));
+  group.workers.forEach(w => box.append(renderWorker(w, actions)));
   if (group.folded) {
     box.append(el('p', 'jp-taskcell-more jp-taskcell-folded', group.folded));
   }
   return box;
 }
 
-/** The snapshot as the notebook panel shows it too; `now` (Unix seconds) dates the waits. */
-export function renderSnapshot(snapshot: ISnapshot, now: number = Date.now() / 1000): HTMLElement {
+/**
+ * The snapshot as the notebook panel shows it too; `now` (Unix seconds) dates the waits, and
+ * `actions`, when given, puts a cancel button on every running and waiting task.
+ */
+export function renderSnapshot(
+  snapshot: ISnapshot,
+  now: number = Date.now() / 1000,
+  actions?: ITaskActions
+): HTMLElement {
   const view = snapshotView(snapshot, now);
   const root = el('div', 'jp-taskcell-snapshot');
 
   const totals = el('section', 'jp-taskcell-totals');
-  totals.append(el('p', 'jp-taskcell-summary', view.summary), ...view.totals.map(renderBar));
+  totals.append(el('p', 'jp-taskcell-summary', view.summary), renderLegend());
+  view.totals.forEach((bar, i) => {
+    const row = renderBar(bar);
+    row.append(renderStrip(view.strips[i]));
+    totals.append(row);
+  });
+  if (view.dashboard) {
+    const link = el('a', 'jp-taskcell-dashboard', 'Dask dashboard');
+    link.href = view.dashboard;
+    link.target = '_blank';
+    link.rel = 'noopener';
+    link.title = view.dashboard;
+    totals.append(link);
+  }
   root.append(totals);
 
   const workers = el('section', 'jp-taskcell-workers');
   if (view.no_workers) {
     workers.append(el('p', 'jp-taskcell-empty', view.no_workers));
   }
-  view.groups.forEach(group => workers.append(renderGroup(group)));
+  view.groups.forEach(group => workers.append(renderGroup(group, actions)));
   root.append(workers);
 
   const queue = el('section', 'jp-taskcell-queue');
   queue.append(el('h3', 'jp-taskcell-heading', view.waiting_title));
   if (view.waiting.length) {
-    queue.append(renderTasks(view.waiting, true));
+    queue.append(renderTasks(view.waiting, true, actions));
   }
   if (view.waiting_note) {
     const kind = view.waiting.length ? 'jp-taskcell-more' : 'jp-taskcell-empty';
     queue.append(el('p', kind, view.waiting_note));
   }
   root.append(queue);
+
+  const ended = el('section', 'jp-taskcell-ended');
+  ended.append(el('h3', 'jp-taskcell-heading', view.ended_title));
+  if (view.ended.length) {
+    const list = el('ul', 'jp-taskcell-tasks');
+    view.ended.forEach(task => list.append(renderEnded(task)));
+    ended.append(list);
+  }
+  if (view.ended_note) {
+    ended.append(el('p', 'jp-taskcell-empty', view.ended_note));
+  }
+  root.append(ended);
   return root;
 }
 
@@ -144,19 +257,22 @@ const STATUS_TEXT = {
   error: 'No occupancy from this scheduler'
 };
 
-/** The status line and, when there is one, the snapshot. */
-export function renderState(state: IClusterState): HTMLElement {
+/** The status line, the scheduler's address and, when there is one, the snapshot. */
+export function renderState(state: IClusterState, actions?: ITaskActions): HTMLElement {
   const root = el('div', 'jp-taskcell-state');
   const status = el('div', `jp-taskcell-status jp-taskcell-status-${state.status}`);
   status.dataset.status = state.status;
-  status.append(el('span', 'jp-taskcell-status-text', STATUS_TEXT[state.status]));
+  status.append(
+    el('span', 'jp-taskcell-status-text', STATUS_TEXT[state.status]),
+    el('span', 'jp-taskcell-status-address', state.address)
+  );
   if (state.message) {
     status.append(el('span', 'jp-taskcell-status-message', state.message));
   }
   status.title = state.address;
   root.append(status);
   if (state.snapshot && state.status === 'connected') {
-    root.append(renderSnapshot(state.snapshot));
+    root.append(renderSnapshot(state.snapshot, Date.now() / 1000, actions));
   } else if (state.snapshot) {
     const stale = renderSnapshot(state.snapshot);
     stale.classList.add('jp-taskcell-stale');
@@ -165,10 +281,13 @@ export function renderState(state: IClusterState): HTMLElement {
   return root;
 }
 
-/** What the cluster selector shows for a cluster: its notebooks, else its address. */
+/**
+ * What the cluster selector shows for a cluster: its notebooks, else its address (the status
+ * line below it shows the address in full, where a narrow selector would cut it off).
+ */
 export function clusterLabel(info: IClusterInfo): string {
   const names = info.notebooks.map(n => n.path.split('/').pop() || n.path);
-  return names.length ? `${names.join(', ')} (${info.address})` : info.address;
+  return names.length ? names.join(', ') : info.address;
 }
 
 /** The cluster to show for `notebookPath`: its kernel's, else the one chosen, else the first. */

@@ -13,12 +13,27 @@ export const TASKS_PER_WORKER = 5;
 /** Most tasks `queue` lists (the oldest in each state); the rest are counted. */
 export const QUEUE_LIMIT = 100;
 
+/** Most ended tasks `recent` lists (the latest). */
+export const RECENT_LIMIT = 20;
+
+/** Seconds of one step of a resource's occupancy strip. */
+export const STRIP_SECONDS = 5;
+
+/** Steps in an occupancy strip: five minutes of them. */
+export const STRIP_STEPS = 60;
+
 /**
  * running: executing on a worker; assigned: placed on a worker, waiting there for resources
  * or a thread; queued: on the scheduler, no worker chosen yet (`no-worker`, queued, or a
  * resource-annotated task still waiting for its inputs).
  */
 export type TaskState = 'running' | 'assigned' | 'queued';
+
+/**
+ * finished: it returned; failed: it raised (or its worker died under it too often);
+ * cancelled: it was cancelled before it ended, or interrupted on its worker.
+ */
+export type EndState = 'finished' | 'failed' | 'cancelled';
 
 /** One resource on one worker (or summed over the cluster). Never negative. */
 export interface IResourceUse {
@@ -65,10 +80,42 @@ export interface IWorkerSnapshot {
 }
 
 /**
+ * A taskcell task (a cell, or a task with resources) that ended: how, where, what it used.
+ *
+ * `wall` is the seconds it ran and `peak_memory` its peak in bytes, as its cell measured
+ * them (else from when it started running, and null); `error` is one line: the exception
+ * (`ValueError: bad batch`) of a failed task.
+ */
+export interface IEndedTask {
+  key: string;
+  name: string;
+  request: Record<string, number>;
+  state: EndState;
+  worker: string | null;
+  ended: number;
+  wall: number | null;
+  peak_memory: number | null;
+  error: string | null;
+}
+
+/**
+ * One resource's recent past: the share of its total held by running tasks, step by step.
+ *
+ * `shares[i]` is the highest share in the step that starts `start + i * STRIP_SECONDS`
+ * (from 0 to 1; null before the history begins); the last step holds the snapshot's time.
+ */
+export interface IUsageStrip {
+  resource: string;
+  start: number;
+  shares: (number | null)[];
+}
+
+/**
  * The whole cluster at one moment.
  *
  * `seq` increases by one with every change the scheduler publishes; two snapshots with the
- * same `scheduler` and `seq` are the same.
+ * same `scheduler` and `seq` are the same. `dashboard` is the link to the scheduler's
+ * Dask dashboard, null when it serves none.
  */
 export interface ISnapshot {
   scheduler: string;
@@ -79,6 +126,11 @@ export interface ISnapshot {
   queue: ITaskInfo[];
   /** How many tasks are queued in all (`queue` lists at most `QUEUE_LIMIT`). */
   queued: number;
+  /** The tasks that ended last, latest first (at most `RECENT_LIMIT`). */
+  recent: IEndedTask[];
+  /** One per resource, from the scheduler's occupancy history (empty without one). */
+  strips: IUsageStrip[];
+  dashboard: string | null;
 }
 
 /** Whether one live worker can run a suggested request, and if not, what it lacks. */
@@ -143,6 +195,12 @@ export const RUNNING_SHOWN = 4;
 /** Most waiting tasks listed; the rest are counted. */
 export const WAITING_ROWS = 50;
 
+/** The legend's words for the solid part of a bar. */
+export const LEGEND_RUNNING = 'running';
+
+/** The legend's words for the hatched part of a bar. */
+export const LEGEND_ASSIGNED = 'assigned, waiting on the worker';
+
 /** One resource as a bar: its amounts, the shares of the bar they fill, and their words. */
 export interface IBarView {
   resource: string;
@@ -203,6 +261,26 @@ export interface IGroupView {
   folded: string | null;
 }
 
+/** One task that ended, as a line. */
+export interface IEndedView {
+  key: string;
+  name: string;
+  state: EndState;
+  /** "gpu-box · 4.2s · peak 14.2 MiB · 12s ago": where, how long, its peak memory, when. */
+  detail: string;
+  /** The failed task's error in one line, else null. */
+  error: string | null;
+}
+
+/** One resource's share held by running tasks over the last `STRIP_STEPS` steps. */
+export interface IStripView {
+  resource: string;
+  /** Oldest first, from 0 to 1; null where the history does not reach. */
+  shares: (number | null)[];
+  /** Its tooltip: "GPU over the last 5 min: at most 50% held by running tasks". */
+  title: string;
+}
+
 /** A whole snapshot as it is shown. */
 export interface ISnapshotView {
   /** "2 workers · 1 running · 1 waiting on workers · 0 queued". */
@@ -217,4 +295,14 @@ export interface ISnapshotView {
   waiting: ITaskView[];
   /** "and 12 more" when not every waiting task is listed, "Nothing waits." when none does. */
   waiting_note: string | null;
+  /** "Ended: 3". */
+  ended_title: string;
+  /** The tasks that ended last, latest first. */
+  ended: IEndedView[];
+  /** "Nothing has ended yet." when none has, else null. */
+  ended_note: string | null;
+  /** One per resource of the totals, in their order. */
+  strips: IStripView[];
+  /** The link to the scheduler's Dask dashboard, or null. */
+  dashboard: string | null;
 }

@@ -11,14 +11,20 @@ import {
   FOLD_NAMES,
   IDLE_ROWS,
   RUNNING_SHOWN,
+  STRIP_SECONDS,
+  STRIP_STEPS,
   WAITING_ROWS,
   type IBarView,
+  type IEndedTask,
+  type IEndedView,
   type IGroupView,
   type IResourceUse,
   type ISnapshot,
   type ISnapshotView,
+  type IStripView,
   type ITaskInfo,
   type ITaskView,
+  type IUsageStrip,
   type IWorkerSnapshot,
   type IWorkerView
 } from './snapshot';
@@ -73,6 +79,20 @@ export function duration(seconds: number): string {
     return `${Math.floor(s / 60)}m${two(s % 60)}s`;
   }
   return `${Math.floor(s / 3600)}h${two(Math.floor((s % 3600) / 60))}m`;
+}
+
+/** How long a task ran: `4.25` -> `4.2s` (tenths, cut, under a minute), else as `duration`. */
+export function secondsLabel(seconds: number): string {
+  if (seconds >= 60) {
+    return duration(seconds);
+  }
+  const tenths = Math.max(0, Math.trunc(seconds * 10));
+  return `${Math.floor(tenths / 10)}.${tenths % 10}s`;
+}
+
+/** `0.5` -> `50%`, rounded half up. */
+export function percent(share: number): string {
+  return `${Math.floor(share * 100 + 0.5)}%`;
 }
 
 /** `{GPU: 1}` -> `GPU=1`; a task that asks for nothing needs `a thread`. */
@@ -186,6 +206,52 @@ export function waitingTasks(snapshot: ISnapshot): ITaskInfo[] {
   return [...snapshot.queue, ...assigned];
 }
 
+/** One ended task's line; `names` maps the addresses of live workers to their names. */
+export function endedView(task: IEndedTask, names: Map<string, string>, now: number): IEndedView {
+  const worker = task.worker;
+  const parts = [worker ? (names.get(worker) ?? worker) : 'never started'];
+  if (task.wall !== null) {
+    parts.push(secondsLabel(task.wall));
+  }
+  if (task.peak_memory !== null) {
+    parts.push(`peak ${showBytes(task.peak_memory)}`);
+  }
+  parts.push(`${duration(now - task.ended)} ago`);
+  return {
+    key: task.key,
+    name: task.name || task.key,
+    state: task.state,
+    detail: parts.join(' · '),
+    error: task.error
+  };
+}
+
+/**
+ * A resource's strip up to `now`: its steps, then `current` (the share running tasks hold now)
+ * in the steps since the snapshot's last one.
+ */
+export function stripView(
+  resource: string,
+  strip: IUsageStrip | undefined,
+  current: number,
+  now: number
+): IStripView {
+  const last = Math.floor(now / STRIP_SECONDS);
+  const known = strip ? strip.shares : [];
+  const offset = strip ? Math.floor(strip.start / STRIP_SECONDS) : last + 1;
+  const shares: (number | null)[] = [];
+  for (let step = last - STRIP_STEPS + 1; step <= last; step++) {
+    const i = step - offset;
+    shares.push(i < 0 ? null : i < known.length ? known[i] : current);
+  }
+  const seen = shares.filter((s): s is number => s !== null);
+  const minutes = Math.floor((STRIP_SECONDS * STRIP_STEPS) / 60);
+  const title =
+    `${resource} over the last ${minutes} min: ` +
+    (seen.length ? `at most ${percent(Math.max(...seen))} held by running tasks` : 'no history yet');
+  return { resource, shares, title };
+}
+
 /** The whole snapshot as shown, waits measured up to `now` (Unix time, in seconds). */
 export function snapshotView(snapshot: ISnapshot, now: number): ISnapshotView {
   const workers = snapshot.workers;
@@ -198,15 +264,25 @@ export function snapshotView(snapshot: ISnapshot, now: number): ISnapshotView {
   if (!waiting.length && !totalWaiting) {
     note = 'Nothing waits.';
   }
+  const names = new Map(workers.map(w => [w.address, label(w)] as [string, string]));
+  const byResource = new Map(snapshot.strips.map(s => [s.resource, s] as [string, IUsageStrip]));
+  const totals = snapshot.totals.map(barView);
   return {
     summary:
       `${plural(workers.length, 'worker')} · ${running} running · ${assigned} waiting on ` +
       `workers · ${snapshot.queued} queued`,
-    totals: snapshot.totals.map(barView),
+    totals,
     groups: groups(workers).map(g => groupView(g, now)),
     no_workers: workers.length ? null : 'No worker is connected to the scheduler.',
     waiting_title: `Waiting: ${totalWaiting}`,
     waiting: waiting.slice(0, WAITING_ROWS).map(t => taskView(t, now)),
-    waiting_note: note
+    waiting_note: note,
+    ended_title: `Ended: ${snapshot.recent.length}`,
+    ended: snapshot.recent.map(t => endedView(t, names, now)),
+    ended_note: snapshot.recent.length ? null : 'Nothing has ended yet.',
+    strips: totals.map(b =>
+      stripView(b.resource, byResource.get(b.resource), b.running_share, now)
+    ),
+    dashboard: snapshot.dashboard
   };
 }

@@ -1,4 +1,11 @@
-import type { IClusterState, IResourceUse, ISnapshot, ITaskInfo, IWorkerSnapshot } from '../src/api';
+import type {
+  IClusterState,
+  IEndedTask,
+  IResourceUse,
+  ISnapshot,
+  ITaskInfo,
+  IWorkerSnapshot
+} from '../src/api';
 
 export function use(resource: string, total: number, running = 0, assigned = 0): IResourceUse {
   return { resource, total, running, assigned };
@@ -46,7 +53,10 @@ export function gpuSnapshot(running = 1): ISnapshot {
     workers: [worker('gpu-box', [use('threads', 1, running), use('GPU', 2, running)], tasks)],
     totals: [use('threads', 1, running), use('GPU', 2, running)],
     queue: [],
-    queued: 0
+    queued: 0,
+    recent: [],
+    strips: [],
+    dashboard: null
   };
 }
 
@@ -59,6 +69,21 @@ export function state(snapshot: ISnapshot | null, extra: Partial<IClusterState> 
     version: 3,
     updated: 1000,
     snapshot,
+    ...extra
+  };
+}
+
+export function ended(key: string, state: IEndedTask['state'], extra: Partial<IEndedTask> = {}): IEndedTask {
+  return {
+    key,
+    name: key.split('-')[0],
+    request: { GPU: 1 },
+    state,
+    worker: 'tcp://127.0.0.1:4007',
+    ended: 1000,
+    wall: 4.25,
+    peak_memory: 14 * 2 ** 20,
+    error: null,
     ...extra
   };
 }

@@ -4,6 +4,7 @@ import { Widget } from '@lumino/widgets';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import type {
+  ICancelResult,
   IClusterList,
   IClusterState,
   IPlannerChoices,
@@ -36,6 +37,8 @@ class FakeClient implements IResourcesClient {
   }> = [];
   listCalls = 0;
   suggestions: ISuggestionRequest[] = [];
+  cancels: Array<{ id: string; key: string; answer: (r: ICancelResult) => void; fail: (e: Error) => void }> =
+    [];
 
   async clusters(): Promise<IClusterList> {
     this.listCalls++;
@@ -50,6 +53,12 @@ class FakeClient implements IResourcesClient {
         error.name = 'AbortError';
         reject(error);
       });
+    });
+  }
+
+  cancel(id: string, key: string): Promise<ICancelResult> {
+    return new Promise((resolve, reject) => {
+      this.cancels.push({ id, key, answer: resolve, fail: reject });
     });
   }
 
@@ -143,9 +152,9 @@ describe('OccupancyView', () => {
     await until(() => client.polls.length === 1);
     expect(view.clusterId).toBe('abc123');
     expect(client.polls[0].since).toBeNull();
-    expect(view.node.querySelector('.jp-taskcell-cluster-select option')!.textContent).toBe(
-      'demo.ipynb (tcp://127.0.0.1:8786)'
-    );
+    const option = view.node.querySelector<HTMLOptionElement>('.jp-taskcell-cluster-select option')!;
+    expect(option.textContent).toBe('demo.ipynb');
+    expect(option.title).toBe('tcp://127.0.0.1:8786');
 
     client.polls[0].answer(state(gpuSnapshot(1), { version: 4 }));
     await until(() => gpuLabel(view) === '1 of 2 GPU in use');
@@ -222,6 +231,57 @@ describe('OccupancyView', () => {
     }
     await settle();
     expect(client.listCalls).toBe(2);
+  });
+});
+
+describe('cancelling from the sidebar', () => {
+  function cancelButton(view: Widget): HTMLButtonElement | null {
+    return view.node.querySelector<HTMLButtonElement>(
+      '.jp-taskcell-worker .jp-taskcell-task-running .jp-taskcell-cancel'
+    );
+  }
+
+  it('asks the server to cancel the task, and says so until the task is gone', async () => {
+    const client = new FakeClient();
+    const view = mount(new OccupancyView(client, new FakeContext()));
+    await until(() => client.polls.length === 1);
+    client.polls[0].answer(state(gpuSnapshot(1), { version: 4 }));
+    await until(() => cancelButton(view) !== null);
+    expect(cancelButton(view)!.textContent).toBe('Cancel');
+    expect(cancelButton(view)!.getAttribute('aria-label')).toBe('Cancel cell-3');
+
+    cancelButton(view)!.click();
+    await until(() => client.cancels.length === 1);
+    expect(client.cancels[0]).toMatchObject({ id: 'abc123', key: 'cell-3-abc' });
+    expect(cancelButton(view)!.disabled).toBe(true);
+    expect(cancelButton(view)!.textContent).toBe('Cancelling…');
+    cancelButton(view)!.click(); // a second click asks nothing more
+    await settle();
+    expect(client.cancels).toHaveLength(1);
+
+    client.cancels[0].answer({ key: 'cell-3-abc', was: 'running' });
+    await until(() => client.polls.length === 2);
+    expect(cancelButton(view)!.disabled).toBe(true); // still running until its process ends
+    client.polls[1].answer(state(gpuSnapshot(0), { version: 5 }));
+    await until(() => gpuLabel(view) === '0 of 2 GPU in use');
+    expect(cancelButton(view)).toBeNull();
+  });
+
+  it("shows the server's refusal and lets the user try again", async () => {
+    const client = new FakeClient();
+    const view = mount(new OccupancyView(client, new FakeContext()));
+    await until(() => client.polls.length === 1);
+    client.polls[0].answer(state(gpuSnapshot(1), { version: 4 }));
+    await until(() => cancelButton(view) !== null);
+    cancelButton(view)!.click();
+    await until(() => client.cancels.length === 1);
+    client.cancels[0].fail(new Error("the cluster shows no running or waiting task 'cell-3-abc'"));
+    const notice = view.node.querySelector<HTMLElement>('.jp-taskcell-notice')!;
+    await until(() => !notice.hidden);
+    expect(notice.textContent).toBe(
+      "Could not cancel cell-3-abc: the cluster shows no running or waiting task 'cell-3-abc'"
+    );
+    expect(cancelButton(view)!.disabled).toBe(false);
   });
 });
 

@@ -11,8 +11,8 @@ import {
   renderSuggestion,
   withTaskLine
 } from '../src/render';
-import { barView, duration, showAmount } from '../src/view';
-import { gpuSnapshot, state, task, use, worker } from './fixtures';
+import { barView, duration, secondsLabel, showAmount } from '../src/view';
+import { ended, gpuSnapshot, state, task, use, worker } from './fixtures';
 
 const GiB = 2 ** 30;
 
@@ -47,6 +47,15 @@ describe('showAmount', () => {
     [-3, '0s']
   ])('duration(%d) -> %s', (seconds, text) => {
     expect(duration(seconds)).toBe(text);
+  });
+
+  it.each([
+    [0.05, '0.0s'],
+    [4.25, '4.2s'],
+    [59.99, '59.9s'],
+    [75, '1m15s']
+  ])('secondsLabel(%d) -> %s', (seconds, text) => {
+    expect(secondsLabel(seconds)).toBe(text);
   });
 });
 
@@ -164,6 +173,75 @@ describe('renderSnapshot', () => {
     expect(root.querySelector('.jp-taskcell-folded')!.textContent).toMatch(/^59 idle: w000, w001/);
   });
 
+  it('has a legend for the solid and the hatched parts of the bars', () => {
+    const legend = renderSnapshot(gpuSnapshot(1)).querySelector('.jp-taskcell-totals .jp-taskcell-legend')!;
+    expect(legend.querySelector('.jp-taskcell-legend-running')!.textContent).toBe('running');
+    expect(legend.querySelector('.jp-taskcell-legend-assigned')!.textContent).toBe(
+      'assigned, waiting on the worker'
+    );
+    expect(legend.querySelector('.jp-taskcell-swatch.jp-taskcell-bar-assigned')).not.toBeNull();
+  });
+
+  it('lists the tasks that ended, failed ones with their error', () => {
+    const snapshot = gpuSnapshot(0);
+    snapshot.recent = [
+      ended('bad-1', 'failed', { error: 'ValueError: bad batch', ended: 1070 }),
+      ended('cell-2', 'finished'),
+      ended('gone-3', 'cancelled', { worker: null, wall: null, peak_memory: null })
+    ];
+    const section = renderSnapshot(snapshot, 1075).querySelector('.jp-taskcell-ended')!;
+    expect(section.querySelector('.jp-taskcell-heading')!.textContent).toBe('Ended: 3');
+    const items = [...section.querySelectorAll<HTMLElement>('.jp-taskcell-ended-task')];
+    expect(items.map(i => i.dataset.state)).toEqual(['failed', 'finished', 'cancelled']);
+    expect(items[0].querySelector('.jp-taskcell-ended-error')!.textContent).toBe(
+      'ValueError: bad batch'
+    );
+    expect(items[0].querySelector('.jp-taskcell-ended-detail')!.textContent).toBe(
+      'gpu-box · 4.2s · peak 14 MiB · 5s ago'
+    );
+    expect(items[2].querySelector('.jp-taskcell-ended-detail')!.textContent).toBe(
+      'never started · 1m15s ago'
+    );
+    expect(items[1].querySelector('.jp-taskcell-ended-error')).toBeNull();
+    expect(
+      renderSnapshot(gpuSnapshot(0)).querySelector('.jp-taskcell-ended .jp-taskcell-empty')!.textContent
+    ).toBe('Nothing has ended yet.');
+  });
+
+  it('draws a strip per resource and links the dashboard when there is one', () => {
+    const snapshot = gpuSnapshot(1);
+    snapshot.strips = [{ resource: 'GPU', start: 1000 - 5 * 5, shares: [0, 1, null, 0.5, 0.5, 0.5] }];
+    snapshot.dashboard = 'http://127.0.0.1:8787/status';
+    const root = renderSnapshot(snapshot, 1000);
+    const strip = root.querySelector<HTMLElement>('.jp-taskcell-strip[data-resource="GPU"]')!;
+    const heights = [...strip.children].map(s => (s as HTMLElement).style.height);
+    expect(heights.slice(-6)).toEqual(['0%', '100%', '0%', '50%', '50%', '50%']);
+    expect(strip.children[56].classList.contains('jp-taskcell-strip-unknown')).toBe(true);
+    expect(strip.title).toBe('GPU over the last 5 min: at most 100% held by running tasks');
+    const link = root.querySelector<HTMLAnchorElement>('.jp-taskcell-dashboard')!;
+    expect(link.href).toBe('http://127.0.0.1:8787/status');
+    expect(link.target).toBe('_blank');
+    expect(renderSnapshot(gpuSnapshot(1)).querySelector('.jp-taskcell-dashboard')).toBeNull();
+  });
+
+  it('puts a cancel button on running and waiting tasks only when it may', () => {
+    const snapshot = gpuSnapshot(1);
+    snapshot.queue = [task('big-1', 'queued', { waiting_for: 'no live worker has GPU=4' })];
+    snapshot.queued = 1;
+    const asked: string[] = [];
+    const actions = { cancel: (key: string) => asked.push(key), cancelling: new Set(['big-1']) };
+    const root = renderSnapshot(snapshot, 1075, actions);
+    const buttons = [...root.querySelectorAll<HTMLButtonElement>('.jp-taskcell-cancel')];
+    expect(buttons.map(b => b.closest<HTMLElement>('.jp-taskcell-task')!.dataset.key)).toEqual([
+      'cell-3-abc',
+      'big-1'
+    ]);
+    expect(buttons.map(b => b.disabled)).toEqual([false, true]);
+    buttons[0].click();
+    expect(asked).toEqual(['cell-3-abc']);
+    expect(renderSnapshot(snapshot, 1075).querySelector('.jp-taskcell-cancel')).toBeNull();
+  });
+
   it('says so when no worker is connected', () => {
     const root = renderSnapshot({ ...gpuSnapshot(), workers: [], totals: [] });
     expect(root.textContent).toContain('No worker is connected to the scheduler.');
@@ -171,9 +249,12 @@ describe('renderSnapshot', () => {
 });
 
 describe('renderState', () => {
-  it('marks a live cluster connected', () => {
+  it('marks a live cluster connected, and shows its address in full', () => {
     const root = renderState(state(gpuSnapshot(1)));
     expect(root.querySelector<HTMLElement>('.jp-taskcell-status')!.dataset.status).toBe('connected');
+    expect(root.querySelector('.jp-taskcell-status-address')!.textContent).toBe(
+      'tcp://127.0.0.1:8786'
+    );
     expect(root.querySelector('.jp-taskcell-stale')).toBeNull();
   });
 
@@ -181,7 +262,7 @@ describe('renderState', () => {
     const message = 'lost the connection to the scheduler at tcp://127.0.0.1:8786';
     const root = renderState(state(gpuSnapshot(1), { status: 'unreachable', message }));
     expect(root.querySelector('.jp-taskcell-status-unreachable')!.textContent).toBe(
-      `Scheduler unreachable${message}`
+      `Scheduler unreachabletcp://127.0.0.1:8786${message}`
     );
     expect(root.querySelector('.jp-taskcell-snapshot.jp-taskcell-stale')).not.toBeNull();
   });
@@ -223,7 +304,7 @@ describe('choosing a cluster', () => {
   });
 
   it('labels a cluster by its notebooks', () => {
-    expect(clusterLabel(clusters[1])).toBe('train.ipynb (tcp://10.0.0.2:8786)');
+    expect(clusterLabel(clusters[1])).toBe('train.ipynb');
     expect(clusterLabel(clusters[0])).toBe('tcp://10.0.0.1:8786');
   });
 });

@@ -44,5 +44,16 @@ describe.each(all)('$name', ({ snapshot, view }) => {
       view.waiting.map(t => t.request)
     );
     expect(texts(root, '.jp-taskcell-queue .jp-taskcell-heading')).toEqual([view.waiting_title]);
+    expect(texts(root, '.jp-taskcell-ended .jp-taskcell-heading')).toEqual([view.ended_title]);
+    expect(texts(root, '.jp-taskcell-ended-detail')).toEqual(view.ended.map(t => t.detail));
+    expect(texts(root, '.jp-taskcell-ended-error')).toEqual(
+      view.ended.flatMap(t => (t.error ? [t.error] : []))
+    );
+    expect([...root.querySelectorAll<HTMLElement>('.jp-taskcell-strip')].map(s => s.title)).toEqual(
+      view.strips.map(s => s.title)
+    );
+    expect(root.querySelector<HTMLAnchorElement>('.jp-taskcell-dashboard')?.href ?? null).toBe(
+      view.dashboard
+    );
   });
 });

@@ -61,7 +61,7 @@ def serve(workers: dict[str, dict[str, Any]]) -> None:
     }
     scheduler = {
         "cls": Scheduler,
-        "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"},
+        "options": {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"},
     }
     with SpecCluster(
         workers=specs,

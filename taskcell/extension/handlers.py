@@ -5,6 +5,9 @@
 GET      /taskcell/api/clusters              the clusters this server knows (ClusterList)
 GET      /taskcell/api/clusters/<id>         a cluster's snapshot (ClusterState); with
                                              ``?since=<version>&timeout=<s>`` a long poll
+POST     /taskcell/api/clusters/<id>/cancel  stops ``{"key"}``, a task the snapshot shows
+                                             running or waiting (CancelResult;
+                                             :mod:`~taskcell.extension.cancelling`)
 GET      /taskcell/api/planner               the planner's profiles and presets
 POST     /taskcell/api/planner               a suggestion for ``{"size", "profile", "cluster"}``
 POST     /taskcell/api/export                writes ``<notebook>.py`` for ``{"path", "target",
@@ -14,13 +17,15 @@ POST     /taskcell/api/export                writes ``<notebook>.py`` for ``{"pa
 
 Every verb needs an authenticated user (Jupyter's token or login cookie; a POST with a cookie
 also needs Jupyter's XSRF token). Bad input is a 400 (a body over :data:`MAX_BODY`, a 413), an
-unknown cluster a 404, an export onto a file taskcell did not write a 409: each with a JSON
+unknown cluster (or a task it does not show) a 404, a cluster the server is not connected to a
+409, an export onto a file taskcell did not write a 409: each with a JSON
 ``{"message", "reason"}`` body whose message names the bad value. Every input is bounded before
 work is done on it, so no request holds the server's event loop; the export runs in a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from http.client import responses
 from typing import TYPE_CHECKING, Any
@@ -30,9 +35,9 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from taskcell.cluster import registry
-from taskcell.extension import planning
+from taskcell.extension import cancelling, planning
 from taskcell.extension.clusters import configured_addresses, discover
-from taskcell.extension.payloads import ClusterInfo, ClusterList, ErrorBody
+from taskcell.extension.payloads import CancelResult, ClusterInfo, ClusterList, ErrorBody, shown
 
 if TYPE_CHECKING:
     from taskcell.extension.app import TaskcellExtension
@@ -145,6 +150,41 @@ class ClusterHandler(TaskcellHandler):
         return value
 
 
+class CancelHandler(TaskcellHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, cluster_id: str) -> None:
+        try:
+            key = cancelling.parse_cancel(self.body())
+        except cancelling.CancelRequestError as e:
+            raise web.HTTPError(400, str(e)) from None
+        info = await self.find_cluster(cluster_id)
+        watch = self.extension.hub.watch(info["address"])
+        state = await watch.settled(self.extension.connect_timeout)
+        if state["status"] != "connected":
+            raise web.HTTPError(
+                409,
+                f"the server is not connected to the scheduler at {info['address']}: "
+                f"{state['message'] or state['status']}",
+            )
+        if key not in cancelling.live_keys(state["snapshot"]):
+            raise web.HTTPError(
+                404,
+                f"the cluster at {info['address']} shows no running or waiting task {shown(key)}",
+            )
+        try:
+            running = await watch.cancel(key, self.extension.connect_timeout)
+        except asyncio.TimeoutError:  # an OSError too: caught first
+            raise web.HTTPError(
+                504,
+                f"the scheduler at {info['address']} did not answer in time; {shown(key)} may "
+                "still be cancelled",
+            ) from None
+        except OSError as e:  # not connected, or the scheduler went away meanwhile
+            raise web.HTTPError(409, f"{shown(key)} was not cancelled: {e}") from None
+        self.reply(CancelResult(key=key, was="running" if running else "waiting"))
+
+
 class PlannerHandler(TaskcellHandler):
     @web.authenticated
     @authorized
@@ -176,5 +216,6 @@ def handlers(extension: TaskcellExtension) -> list[tuple[str, type, dict[str, An
     return [
         (r"/taskcell/api/clusters/?", ClustersHandler, kwargs),
         (r"/taskcell/api/clusters/([^/]+)/?", ClusterHandler, kwargs),
+        (r"/taskcell/api/clusters/([^/]+)/cancel/?", CancelHandler, kwargs),
         (r"/taskcell/api/planner/?", PlannerHandler, kwargs),
     ]

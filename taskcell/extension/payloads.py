@@ -60,6 +60,17 @@ class ClusterState(TypedDict):
     snapshot: Snapshot | None
 
 
+class CancelResult(TypedDict):
+    """``POST /taskcell/api/clusters/<id>/cancel``: the task stopped, and how.
+
+    ``was`` running: it is interrupted on its worker and frees its resources when its process
+    ends; waiting: it was cancelled before it started.
+    """
+
+    key: str
+    was: Literal["running", "waiting"]
+
+
 class ErrorBody(TypedDict):
     """Every 4xx/5xx body, as Jupyter's ``APIHandler.write_error`` writes it."""
 

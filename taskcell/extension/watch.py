@@ -8,7 +8,8 @@ scheduler that cannot be reached becomes a state (``unreachable``) retried every
 not an exception in a request.
 
 A watch nobody has asked about for :attr:`ClusterHub.idle_after` seconds is closed, so the
-server holds no connection to a cluster whose sidebar is closed.
+server holds no connection to a cluster whose sidebar is closed. Its client also stops tasks for
+the sidebar (:meth:`ClusterWatch.cancel`).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class ClusterWatch:
         self._message: str | None = None
         self._snapshot: Snapshot | None = None
         self._handle: FeedHandle | None = None
+        self._client: Client | None = None
         self._stale = False
         self._version = 0
         self._updated = time.time()
@@ -130,6 +132,24 @@ class ClusterWatch:
         while state["status"] == "connecting" and (left := deadline - time.monotonic()) > 0:
             state = await self.changed(state["version"], left)
         return state
+
+    async def cancel(self, key: str, timeout: float) -> bool:
+        """Stop the task ``key`` through this watch's client (see
+        :func:`taskcell.runner.stopping.cancel_task`): True if it was running.
+
+        Raises
+        ------
+        ConnectionError
+            The watch is not connected to its scheduler.
+        TimeoutError
+            The cluster did not answer within ``timeout`` seconds.
+        """
+        from taskcell.runner.stopping import cancel_task
+
+        client = self._client
+        if client is None or self._status != "connected":
+            raise ConnectionError(f"the server is not connected to the scheduler at {self.address}")
+        return await asyncio.wait_for(cancel_task(client, key), timeout)
 
     async def close(self) -> None:
         """Stop the subscription and release anyone waiting on it."""
@@ -202,6 +222,7 @@ class ClusterWatch:
                 await client.close()
 
     async def _follow(self, client: Client) -> None:
+        self._client = client
         try:
             self._handle = await self._feed(client, self._on_change)
             self._on_change()
@@ -220,6 +241,7 @@ class ClusterWatch:
             await self._release(client)
 
     async def _release(self, client: Client) -> None:
+        self._client = None
         handle, self._handle = self._handle, None
         if handle is not None:
             # Keep the last snapshot to show, dimmed, while the link is down.

@@ -6,7 +6,8 @@
   sidebar share; :func:`snapshot_view` is how both show it (:mod:`.view`, :mod:`.amounts`).
 - :func:`suggest`: the smallest preset for an input's size and a workload profile, and which
   live workers can run it.
-- :func:`review` and :func:`auto_preset`: what past runs used against what they asked for.
+- :func:`review`, :func:`latest_hints` and :func:`auto_preset`: what past runs used against
+  what they asked for.
 
 Names are imported on first use, so ``import taskcell.planner`` costs nothing.
 """
@@ -34,6 +35,7 @@ _EXPORTS = {
     "describe_profile": "taskcell.planner.workloads",
     "DEFAULT_PROFILE": "taskcell.planner.workloads",
     "review": "taskcell.planner.rightsize",
+    "latest_hints": "taskcell.planner.rightsize",
     "kernel_history": "taskcell.runner.history",
     "Hint": "taskcell.planner.rightsize",
     "auto_preset": "taskcell.planner.rightsize",

@@ -15,11 +15,12 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from taskcell.planner import amounts, plugin, wire
-from taskcell.planner.schema import Snapshot
+from taskcell.planner import amounts, ended, plugin, wire
+from taskcell.planner.schema import STRIP_SECONDS, STRIP_STEPS, Snapshot
 from taskcell.spec import amounts as spec_amounts
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def pickled_plugins() -> tuple[bytes, bytes]:
     import cloudpickle
     from distributed.protocol.pickle import dumps
 
-    for module in (plugin, wire, amounts, spec_amounts):
+    for module in (plugin, ended, wire, amounts, spec_amounts):
         cloudpickle.register_pickle_by_value(module)
     return dumps(plugin.OccupancyPlugin()), dumps(plugin.StartReporter())
 
@@ -87,8 +88,11 @@ def _client(client: Client | None) -> Client:
     return current_client()
 
 
-async def _snapshot_async(client: Client) -> Snapshot:
-    return wire.decode(await _call(client, "taskcell_occupancy"))
+async def _snapshot_async(client: Client, strips: bool = True) -> Snapshot:
+    """The whole state; its strips from the plugin's history unless ``strips`` is False."""
+    full = await _call(client, "taskcell_occupancy")
+    samples = (await _call(client, "taskcell_occupancy_history"))["samples"] if strips else []
+    return wire.decode(full, samples, client.scheduler.address)
 
 
 def snapshot(client: Client | None = None) -> Snapshot:
@@ -145,12 +149,12 @@ def occupancy(client: Client | None = None) -> pd.DataFrame:
     """
     client = _client(client)
     if client.asynchronous:
-        return _frame_async(client)  # type: ignore[return-value]
-    return frame(snapshot(client))
+        return _frame_async(client)
+    return frame(client.sync(_snapshot_async, client, strips=False))
 
 
 async def _frame_async(client: Client) -> pd.DataFrame:
-    return frame(await _snapshot_async(client))
+    return frame(await _snapshot_async(client, strips=False))
 
 
 def history_frame(samples: list) -> pd.DataFrame:
@@ -188,7 +192,7 @@ def occupancy_history(client: Client | None = None) -> pd.DataFrame:
     """
     client = _client(client)
     if client.asynchronous:
-        return _history_async(client)  # type: ignore[return-value]
+        return _history_async(client)
     return client.sync(_history_async, client)
 
 
@@ -247,6 +251,11 @@ class OccupancyFeed:
         self._queue: list = []
         self._queued = 0
         self._totals: dict[str, list] = {}
+        self._recent: list = []
+        self._dashboard_port: int | None = None
+        self._dashboard: str | None = None
+        #: History samples covering the strips' span, oldest first (see :meth:`_sample`).
+        self._samples: deque = deque()
         self._seq = -1
         self._epoch = ""
         self._time = 0.0
@@ -268,11 +277,13 @@ class OccupancyFeed:
             self.client.subscribe_topic(plugin.TOPIC, _dispatch(self.client.id))
         try:
             full = await _call(self.client, "taskcell_occupancy_subscribe", client=self.client.id)
+            history = await _call(self.client, "taskcell_occupancy_history")
         except BaseException:
             self.closed = True
             if self._forget():
                 self.client.unsubscribe_topic(plugin.TOPIC)
             raise
+        self._samples.extend(history["samples"])
         self._apply(wire.unpack(full))
         buffered, self._buffer = self._buffer, []
         self._based = True
@@ -327,8 +338,16 @@ class OccupancyFeed:
                     self._workers[wire.worker_address(w)] = w
             if update["queue"] is not None:
                 self._queue = update["queue"]
+            if update["recent"] is not None:
+                self._recent = update["recent"]
             self._queued = update["queued"]
             self._totals = update["totals"]
+            if update["dashboard"] != self._dashboard_port:
+                self._dashboard_port = update["dashboard"]
+                self._dashboard = wire.dashboard_link(
+                    self.client.scheduler.address, self._dashboard_port
+                )
+            self._sample(update)
             self._seq = update["seq"]
             self._epoch = update.get("epoch", "")
             self._time = update["time"]
@@ -339,6 +358,17 @@ class OccupancyFeed:
                 self.on_update(self)
             except Exception:
                 logger.exception("taskcell: an occupancy update callback failed")
+
+    def _sample(self, update: dict) -> None:
+        """Add the update's totals to the history the strips are drawn from (the plugin keeps
+        the same sample of every update it publishes), and drop the samples they no longer
+        reach, keeping the one in force where they begin."""
+        if not self._samples or self._samples[-1][0] < update["time"]:
+            sample = wire.sample_record(update["time"], update["queued"], update["totals"])
+            self._samples.append(sample)
+        start = update["time"] - STRIP_SECONDS * (STRIP_STEPS + 1)
+        while len(self._samples) > 1 and self._samples[1][0] <= start:
+            self._samples.popleft()
 
     @property
     def seq(self) -> int:
@@ -356,6 +386,9 @@ class OccupancyFeed:
                 dict(self._totals),
                 list(self._queue),
                 self._queued,
+                list(self._recent),
+                list(self._samples),
+                self._dashboard,
             )
         return wire.snapshot(*args)
 

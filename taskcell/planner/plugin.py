@@ -9,6 +9,11 @@ topic (``scheduler.log_event``), which subscribed clients receive without asking
 (``client.subscribe_topic``). A client that joins asks once for the whole state through the
 ``taskcell_occupancy_subscribe`` handler; nothing ever calls ``run_on_scheduler``.
 
+It also keeps the taskcell tasks that ended last (:mod:`taskcell.planner.ended`), from the task
+transitions and from what the cells' workers report on their kernels' topics, which this
+plugin's ``log_event`` hook sees as the scheduler receives them, and publishes them with the
+occupancy.
+
 Why a worker plugin: the scheduler learns which tasks run only from heartbeats (every 0.5 s to
 several seconds, and not at all in ``transition``). Dask's ``WorkerState.used_resources`` counts
 every task *assigned* to a worker, running or waiting there, and work stealing moves tasks without
@@ -18,10 +23,10 @@ the workers report, and never go below zero.
 Its messages are compact lists, built and read by :mod:`taskcell.planner.wire`, the one codec;
 :mod:`taskcell.planner.feed` turns them into :mod:`taskcell.planner.schema` records.
 
-This module is shipped to the scheduler by value (cloudpickle), with :mod:`taskcell.planner.wire`
-and :mod:`taskcell.planner.amounts`, so a scheduler without taskcell installed can run it: what
-it uses at run time is the standard library, dask, distributed, the wire's encoding functions,
-the one amount formatter and the schema's constants.
+This module is shipped to the scheduler by value (cloudpickle), with :mod:`taskcell.planner.ended`,
+:mod:`taskcell.planner.wire` and :mod:`taskcell.planner.amounts`, so a scheduler without taskcell
+installed can run it: what it uses at run time is the standard library, dask, distributed, the
+wire's encoding functions, the one amount formatter and the schema's constants.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 from distributed.metrics import time
 
 from taskcell.planner.amounts import shortfall, show_amount
+from taskcell.planner.ended import EndedTasks
 from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER, THREADS
 from taskcell.planner.wire import (
     WIRE_VERSION,
@@ -162,6 +168,9 @@ class OccupancyPlugin(SchedulerPlugin):
         #: Tells this plugin's sequence numbers from another's (a restarted scheduler's).
         self.epoch = uuid.uuid4().hex[:12]
         self.history: deque = deque(maxlen=getattr(self, "history_length", 3600))
+        self.ended = EndedTasks()
+        self.published_recent: list = []
+        self.dashboard: int | None = None
         self._last_check = 0.0
         self._last_sweep = 0.0
         self._lengths: dict[str, int] = {}
@@ -180,7 +189,8 @@ class OccupancyPlugin(SchedulerPlugin):
             }
         )
         self._seed()
-        callback = PeriodicCallback(self.tick, self.interval * 1000)
+        self.dashboard = self._dashboard_port()
+        callback = PeriodicCallback(self._tick, self.interval * 1000)
         old = scheduler.periodic_callbacks.get(PLUGIN_NAME)
         if old is not None:
             old.stop()
@@ -194,10 +204,21 @@ class OccupancyPlugin(SchedulerPlugin):
                 callback.stop()
 
     def restart(self, scheduler: Scheduler) -> None:
-        subscribers, seq, epoch = self.subscribers, self.seq, self.epoch
+        kept = self.subscribers, self.seq, self.epoch, self.dashboard, self.published_recent
+        recent = self.ended.recent
         self._reset()
-        self.subscribers, self.seq, self.epoch = subscribers, seq, epoch
+        self.subscribers, self.seq, self.epoch, self.dashboard, self.published_recent = kept
+        self.ended.recent = recent
         self.dirty.update(scheduler.workers)
+
+    def _dashboard_port(self) -> int | None:
+        """The port of the scheduler's Dask dashboard; None when it serves none (started with
+        ``--no-dashboard``, or without bokeh installed)."""
+        server = self.scheduler.services.get("dashboard") if self.scheduler else None
+        application = getattr(self.scheduler, "http_application", None)
+        if server is None or not getattr(application, "applications", None):
+            return None
+        return server.port
 
     def _seed(self) -> None:
         """Take over the state of a scheduler that ran tasks before this plugin was added."""
@@ -212,15 +233,19 @@ class OccupancyPlugin(SchedulerPlugin):
             for ts in ws.processing:
                 self.where[ts.key] = ws.address
                 self.since[ts.key] = now
+                self.ended.follow(ts)
         for ts in self.scheduler.tasks.values():
             if ts.state in ("no-worker", "queued") or (
                 ts.state == "waiting" and ts.resource_restrictions
             ):
                 self.queue[ts.state][ts.key] = now
+                self.ended.follow(ts)
+        self.ended.seed(self.scheduler.get_events(), self.scheduler.tasks)
 
     # -- what the scheduler tells us ---------------------------------------------------------
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        address, started = None, None
         if start == "processing":
             address = self.where.pop(key, None)
             self.since.pop(key, None)
@@ -229,13 +254,20 @@ class OccupancyPlugin(SchedulerPlugin):
                 self.dirty.add(address)
                 running = self.running.get(address)
                 if running:
-                    running.pop(key, None)
+                    started = running.pop(key, None)
         elif start in self.queue and self.queue[start].pop(key, None) is not None:
             self.queue_dirty = True
+        if key in self.ended.following:
+            ts = self.scheduler.tasks.get(key) if self.scheduler else None
+            self.ended.transition(key, finish, ts, address, started)
+        elif finish in ("processing", "no-worker", "queued", "waiting") and self.scheduler:
+            ts = self.scheduler.tasks.get(key)
+            if ts is not None:
+                self.ended.follow(ts)
         if finish == "processing":
             ts = self.scheduler.tasks.get(key) if self.scheduler else None
             ws = ts.processing_on if ts is not None else None
-            if ws is not None:
+            if ts is not None and ws is not None:
                 self.where[key] = ws.address
                 self.since[key] = time()
                 self.requests[key] = request_record(ts.resource_restrictions)
@@ -265,13 +297,15 @@ class OccupancyPlugin(SchedulerPlugin):
         self.subscribers.discard(client)
 
     def log_event(self, topic: str, msg: Any) -> None:
-        if topic != STARTED_TOPIC or not isinstance(msg, dict) or self.scheduler is None:
+        if not isinstance(msg, dict) or self.scheduler is None:
+            return
+        if self.ended.event(msg) or topic != STARTED_TOPIC:
             return
         address = msg.get("worker")
         for key, started in zip(msg.get("keys", ()), msg.get("times", ()), strict=False):
             ts = self.scheduler.tasks.get(_hashable(key))
             ws = ts.processing_on if ts is not None else None
-            if ws is None or ws.address != address or ts.state != "processing":
+            if ts is None or ws is None or ws.address != address or ts.state != "processing":
                 continue  # finished, released or moved before the report arrived
             self.running.setdefault(address, {})[ts.key] = started
             self.where[ts.key] = address  # work stealing may have moved it here unannounced
@@ -310,8 +344,19 @@ class OccupancyPlugin(SchedulerPlugin):
             self.published_queue,
             sum(len(q) for q in self.queue.values()),
             self.totals,
+            self.published_recent,
+            self.dashboard,
             full=True,
         )
+
+    @property
+    def _started(self) -> Scheduler:
+        """The scheduler, for what runs only once the plugin has started on one."""
+        assert self.scheduler is not None
+        return self.scheduler
+
+    def _tick(self) -> None:
+        self.tick()
 
     def tick(self, force: bool = False) -> dict | None:
         """Publish what changed since the last tick, if anything; the update, or None."""
@@ -343,7 +388,11 @@ class OccupancyPlugin(SchedulerPlugin):
                 queue = None
             else:
                 self.published_queue = queue
-        if not changed and not removed and queue is None:
+        recent = None
+        if self.ended.changed:
+            self.ended.changed = False
+            recent = self.published_recent = self.ended.records()
+        if not changed and not removed and queue is None and recent is None:
             return None
         self.seq += 1
         self.totals = sum_totals(self.published.values())
@@ -359,6 +408,8 @@ class OccupancyPlugin(SchedulerPlugin):
             queue,
             queued,
             self.totals,
+            recent,
+            self.dashboard,
             full=False,
         )
         if self.subscribers:
@@ -368,7 +419,7 @@ class OccupancyPlugin(SchedulerPlugin):
     def _sweep(self, now: float) -> None:
         """Catch what no transition announces: work stealing, tasks seen only by heartbeats."""
         self._last_sweep = now
-        for address, ws in self.scheduler.workers.items():
+        for address, ws in self._started.workers.items():
             n = len(ws.processing)
             if self._lengths.get(address) != n:
                 self._lengths[address] = n
@@ -433,7 +484,7 @@ class OccupancyPlugin(SchedulerPlugin):
         for state in _QUEUE_STATES:
             room = QUEUE_LIMIT - len(out)
             for key, since in itertools.islice(self.queue[state].items(), room):
-                ts = self.scheduler.tasks.get(key)
+                ts = self._started.tasks.get(key)
                 if ts is None:
                     continue
                 out.append(_task(ts, "queued", since, why=self._queued_reason(ts, reasons)))
@@ -455,7 +506,7 @@ class OccupancyPlugin(SchedulerPlugin):
         return cache[signature]
 
     def _no_worker_reason(self, ts: Any) -> str:
-        workers = list(self.scheduler.workers.values())
+        workers = list(self._started.workers.values())
         if not workers:
             return "no worker is connected to the scheduler"
         if ts.worker_restrictions or ts.host_restrictions:

@@ -2,8 +2,11 @@
 
 Every finished ``%%task`` records its wall time, the cores it kept busy (CPU time over wall
 time) and its peak memory (:class:`~taskcell.runner.job.Usage`). :func:`review` compares them with
-what the task asked for; :func:`auto_preset` picks a request for the next run of the same cell
-(``%%task --preset auto``) from its past runs, or from the planner when it has none.
+what the task asked for; :func:`latest_hints` keeps one hint per cell, from its latest run, for
+the panel; :func:`auto_preset` picks a request for the next run of the same cell
+(``%%task --preset auto``) from its past runs, or from the planner when it has none. Memory is
+suggested as people ask for it (256Mi, 512Mi, then whole GiB; see
+:func:`~taskcell.planner.suggestion.round_up`).
 
 Records are read by their attributes (``key``, ``cell``, ``request``, ``state``, ``usage`` and,
 when present, ``source``), as :class:`~taskcell.runner.history.TaskRecord` has them.
@@ -34,6 +37,8 @@ HEADROOM = 1.25
 MIN_WALL_FOR_CPU = 1.0
 #: Past runs of a cell that ``--preset auto`` looks at, newest first.
 RECENT_RUNS = 5
+#: Most hints :func:`latest_hints` gives (the panel's list).
+HINTS_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -77,15 +82,11 @@ def cores_needed(cores: float) -> int:
 
 def _within(preset: Resources, asked: Resources) -> bool:
     """Whether ``preset`` asks for no more than ``asked`` in cores and memory, and less in one."""
-    pairs = [
-        (float(preset.cpu.request) if preset.cpu else 0.0, float(asked.cpu.request))
-        if asked.cpu
-        else None,
-        (preset.memory.request if preset.memory else 0, asked.memory.request)
-        if asked.memory
-        else None,
-    ]
-    pairs = [p for p in pairs if p is not None]
+    pairs: list[tuple[float, float]] = []
+    if asked.cpu:
+        pairs.append((float(preset.cpu.request) if preset.cpu else 0.0, float(asked.cpu.request)))
+    if asked.memory:
+        pairs.append((preset.memory.request if preset.memory else 0, asked.memory.request))
     return all(mine <= theirs for mine, theirs in pairs) and any(m < t for m, t in pairs)
 
 
@@ -162,6 +163,50 @@ def review(
     return hints
 
 
+def latest_hints(
+    records: Iterable[Any] | None = None,
+    presets: Mapping[str, Resources] | None = None,
+    *,
+    limit: int = HINTS_SHOWN,
+) -> list[Hint]:
+    """One hint per cell name, from the latest finished run of that name, latest cell first.
+
+    A cell whose latest run was well sized gets none (what an earlier run was told no longer
+    holds); a run misjudged in both memory and cores gets one hint that says both, with the one
+    line that fixes both.
+
+    Parameters
+    ----------
+    records : iterable of TaskRecord, optional
+        Task records, oldest first; this kernel's history by default.
+    presets : mapping, optional
+        The presets to suggest from; every preset you can name by default.
+    limit : int
+        The most hints returned.
+
+    Returns
+    -------
+    list of Hint
+    """
+    catalogue = _presets(presets)
+    runs = list(kernel_history()) if records is None else list(records)
+    seen: set[str] = set()
+    hints: list[Hint] = []
+    for r in reversed(runs):
+        if len(hints) >= limit:
+            break
+        if r.cell in seen or getattr(r, "usage", None) is None:
+            continue
+        if getattr(r, "state", "finished") != "finished":
+            continue
+        seen.add(r.cell)
+        found = review([r], catalogue)
+        if found:
+            message = " ".join(h.message for h in found)
+            hints.append(dataclasses.replace(found[0], message=message))
+    return hints
+
+
 def _right_size(
     r: Any, usage: Any, catalogue: dict, low: float, high: float
 ) -> tuple[str | None, Resources]:
@@ -205,6 +250,8 @@ def _memory_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) 
     peak = usage.peak_memory
     if peak < low * asked.request:
         preset, request = _right_size(r, usage, catalogue, low, high)
+        if preset is None and request.memory and request.memory.request >= asked.request:
+            return []  # the smallest request people write is what it asked already
         message = (
             f"{r.cell} asked for {show_bytes(asked.request)} of memory and peaked at "
             f"{show_bytes(peak)} ({_pct(peak / asked.request)}); "
@@ -313,9 +360,10 @@ def auto_preset(
         and getattr(r, "state", "finished") == "finished"
         and _same_cell(r, name, source)
     ][:RECENT_RUNS]
-    if runs:
-        peak = max(r.usage.peak_memory for r in runs)
-        cores = max(r.usage.cores for r in runs)
+    usages = [r.usage for r in runs if r.usage is not None]
+    if usages:
+        peak = max(u.peak_memory for u in usages)
+        cores = max(u.cores for u in usages)
         need = math.ceil(peak * HEADROOM)
         preset, request = fitting_preset(need, cores_needed(cores), runs[0].request, catalogue)
         n = len(runs)

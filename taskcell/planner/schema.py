@@ -14,7 +14,12 @@ tasks wait on the worker until running ones finish. No amount is ever negative.
 Lists are bounded so an update stays small whatever the queue: a worker's ``tasks`` holds
 every running task and its :data:`TASKS_PER_WORKER` oldest assigned ones
 (``running_tasks``/``assigned_tasks`` count them all); ``queue`` holds at most
-:data:`QUEUE_LIMIT` tasks (``queued`` counts them all).
+:data:`QUEUE_LIMIT` tasks (``queued`` counts them all); ``recent`` holds the
+:data:`RECENT_LIMIT` tasks that ended last.
+
+Besides the moment, a snapshot carries the recent past: per resource, the share of the total
+running tasks held in each of the last :data:`STRIP_STEPS` steps of :data:`STRIP_SECONDS`
+seconds (``strips``), from the scheduler's occupancy history.
 
 The planner's answers travel as JSON too: :class:`SuggestionInfo` (``suggest(...).to_dict()``)
 and :class:`HintInfo` (``review(...)[i].to_dict()``).
@@ -34,11 +39,21 @@ THREADS = "threads"
 TASKS_PER_WORKER = 5
 #: Most tasks ``queue`` lists (the oldest in each state); the rest are counted.
 QUEUE_LIMIT = 100
+#: Most ended tasks ``recent`` lists (the latest).
+RECENT_LIMIT = 20
+#: Seconds of one step of a resource's occupancy strip.
+STRIP_SECONDS = 5
+#: Steps in an occupancy strip: five minutes of them.
+STRIP_STEPS = 60
 
 #: running: executing on a worker; assigned: placed on a worker, waiting there for resources
 #: or a thread; queued: on the scheduler, no worker chosen yet (``no-worker``, queued, or a
 #: resource-annotated task still waiting for its inputs).
 TaskState = Literal["running", "assigned", "queued"]
+
+#: finished: it returned; failed: it raised (or its worker died under it too often);
+#: cancelled: it was cancelled before it ended, or interrupted on its worker.
+EndState = Literal["finished", "failed", "cancelled"]
 
 
 class ResourceUse(TypedDict):
@@ -85,11 +100,43 @@ class WorkerSnapshot(TypedDict):
     assigned_tasks: int
 
 
+class EndedTask(TypedDict):
+    """A taskcell task (a cell, or a task with resources) that ended: how, where, what it used.
+
+    ``wall`` is the seconds it ran and ``peak_memory`` its peak in bytes, as its cell measured
+    them (else from when it started running, and None); ``error`` is one line: the exception
+    (``ValueError: bad batch``) of a failed task.
+    """
+
+    key: str
+    name: str
+    request: dict[str, float]
+    state: EndState
+    worker: str | None
+    ended: float
+    wall: float | None
+    peak_memory: int | None
+    error: str | None
+
+
+class UsageStrip(TypedDict):
+    """One resource's recent past: the share of its total held by running tasks, step by step.
+
+    ``shares[i]`` is the highest share in the step that starts ``start + i * STRIP_SECONDS``
+    (from 0 to 1; None before the history begins); the last step holds the snapshot's time.
+    """
+
+    resource: str
+    start: float
+    shares: list[float | None]
+
+
 class Snapshot(TypedDict):
     """The whole cluster at one moment.
 
     ``seq`` increases by one with every change the scheduler publishes; two snapshots with the
-    same ``scheduler`` and ``seq`` are the same.
+    same ``scheduler`` and ``seq`` are the same. ``dashboard`` is the link to the scheduler's
+    Dask dashboard, None when it serves none.
     """
 
     scheduler: str
@@ -100,6 +147,11 @@ class Snapshot(TypedDict):
     queue: list[TaskInfo]
     #: How many tasks are queued in all (``queue`` lists at most ``QUEUE_LIMIT``).
     queued: int
+    #: The tasks that ended last, latest first (at most ``RECENT_LIMIT``).
+    recent: list[EndedTask]
+    #: One per resource, from the scheduler's occupancy history (empty without one).
+    strips: list[UsageStrip]
+    dashboard: str | None
 
 
 class WorkerVerdict(TypedDict):

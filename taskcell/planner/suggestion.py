@@ -34,12 +34,18 @@ _GiB = 1 << 30
 _MiB = 1 << 20
 
 
+#: The requests people write below 1 GiB; anything smaller is asked as the first.
+_SMALL_REQUESTS = (256 * _MiB, 512 * _MiB)
+
+
 def round_up(nbytes: int) -> int:
-    """Bytes rounded up to a whole GiB (to a whole MiB under 1 GiB), as people ask for them."""
+    """Bytes rounded up to a request people write: 256Mi, 512Mi, then whole GiB (0 stays 0)."""
     if nbytes <= 0:
         return 0
-    unit = _GiB if nbytes >= _GiB else _MiB
-    return math.ceil(nbytes / unit) * unit
+    for request in _SMALL_REQUESTS:
+        if nbytes <= request:
+            return request
+    return math.ceil(nbytes / _GiB) * _GiB
 
 
 def cost(request: Resources) -> tuple[float, int, int]:

@@ -20,15 +20,31 @@ The rules, stated once:
 - Waiting lists the tasks queued on the scheduler (in the snapshot's order), then those assigned
   to a worker and waiting there (oldest first), at most :data:`WAITING_ROWS`, each with what it
   waits for.
+- Ended lists the snapshot's recent tasks, latest first: how each ended, on which worker (by
+  name where it is still connected), how long it ran, its peak memory, how long ago, its error.
+- A strip per resource of the totals shows, step by step over the last minutes, the highest
+  share running tasks held; steps after the snapshot's last one hold its current share.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TypedDict
 
-from taskcell.planner.amounts import show_amount
-from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, TaskState, WorkerSnapshot
+from taskcell.planner.amounts import show_amount, show_bytes
+from taskcell.planner.schema import (
+    STRIP_SECONDS,
+    STRIP_STEPS,
+    EndedTask,
+    EndState,
+    ResourceUse,
+    Snapshot,
+    TaskInfo,
+    TaskState,
+    UsageStrip,
+    WorkerSnapshot,
+)
 
 #: A group with more workers than this folds its idle ones into one line.
 IDLE_ROWS = 8
@@ -38,6 +54,10 @@ FOLD_NAMES = 12
 RUNNING_SHOWN = 4
 #: Most waiting tasks listed; the rest are counted.
 WAITING_ROWS = 50
+#: The legend's words for the solid part of a bar.
+LEGEND_RUNNING = "running"
+#: The legend's words for the hatched part of a bar.
+LEGEND_ASSIGNED = "assigned, waiting on the worker"
 
 
 class BarView(TypedDict):
@@ -104,6 +124,28 @@ class GroupView(TypedDict):
     folded: str | None
 
 
+class EndedView(TypedDict):
+    """One task that ended, as a line."""
+
+    key: str
+    name: str
+    state: EndState
+    #: "gpu-box · 4.2s · peak 14.2 MiB · 12s ago": where, how long, its peak memory, when.
+    detail: str
+    #: The failed task's error in one line, else None.
+    error: str | None
+
+
+class StripView(TypedDict):
+    """One resource's share held by running tasks over the last ``STRIP_STEPS`` steps."""
+
+    resource: str
+    #: Oldest first, from 0 to 1; None where the history does not reach.
+    shares: list[float | None]
+    #: Its tooltip: "GPU over the last 5 min: at most 50% held by running tasks".
+    title: str
+
+
 class SnapshotView(TypedDict):
     """A whole snapshot as it is shown."""
 
@@ -119,6 +161,16 @@ class SnapshotView(TypedDict):
     waiting: list[TaskView]
     #: "and 12 more" when not every waiting task is listed, "Nothing waits." when none does.
     waiting_note: str | None
+    #: "Ended: 3".
+    ended_title: str
+    #: The tasks that ended last, latest first.
+    ended: list[EndedView]
+    #: "Nothing has ended yet." when none has, else None.
+    ended_note: str | None
+    #: One per resource of the totals, in their order.
+    strips: list[StripView]
+    #: The link to the scheduler's Dask dashboard, or None.
+    dashboard: str | None
 
 
 def plural(n: int, word: str) -> str:
@@ -134,6 +186,20 @@ def duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def seconds_label(seconds: float) -> str:
+    """How long a task ran: ``4.25`` -> ``"4.2s"`` (tenths, cut, under a minute), else as
+    :func:`duration`."""
+    if seconds >= 60:
+        return duration(seconds)
+    tenths = max(0, int(seconds * 10))
+    return f"{tenths // 10}.{tenths % 10}s"
+
+
+def percent(share: float) -> str:
+    """``0.5`` -> ``"50%"``, rounded half up."""
+    return f"{math.floor(share * 100 + 0.5)}%"
 
 
 def request_label(request: dict[str, float]) -> str:
@@ -248,6 +314,41 @@ def waiting_tasks(snap: Snapshot) -> list[TaskInfo]:
     return list(snap["queue"]) + sorted(assigned, key=lambda t: (t["since"], t["key"]))
 
 
+def ended_view(task: EndedTask, names: dict[str, str], now: float) -> EndedView:
+    """One ended task's line; ``names`` maps the addresses of live workers to their names."""
+    worker = task["worker"]
+    parts = [names.get(worker, worker) if worker else "never started"]
+    if task["wall"] is not None:
+        parts.append(seconds_label(task["wall"]))
+    if task["peak_memory"] is not None:
+        parts.append(f"peak {show_bytes(task['peak_memory'])}")
+    parts.append(f"{duration(now - task['ended'])} ago")
+    return EndedView(
+        key=task["key"],
+        name=task["name"] or task["key"],
+        state=task["state"],
+        detail=" · ".join(parts),
+        error=task["error"],
+    )
+
+
+def strip_view(resource: str, strip: UsageStrip | None, current: float, now: float) -> StripView:
+    """A resource's strip up to ``now``: its steps, then ``current`` (the share running tasks
+    hold now) in the steps since the snapshot's last one."""
+    last = math.floor(now / STRIP_SECONDS)
+    known = strip["shares"] if strip else []
+    offset = math.floor(strip["start"] / STRIP_SECONDS) if strip else last + 1
+    shares: list[float | None] = []
+    for step in range(last - STRIP_STEPS + 1, last + 1):
+        i = step - offset
+        shares.append(None if i < 0 else known[i] if i < len(known) else current)
+    seen = [s for s in shares if s is not None]
+    minutes = STRIP_SECONDS * STRIP_STEPS // 60
+    title = f"{resource} over the last {minutes} min: "
+    title += f"at most {percent(max(seen))} held by running tasks" if seen else "no history yet"
+    return StripView(resource=resource, shares=shares, title=title)
+
+
 def snapshot_view(snap: Snapshot, now: float) -> SnapshotView:
     """The whole snapshot as shown, waits measured up to ``now`` (Unix time).
 
@@ -271,12 +372,23 @@ def snapshot_view(snap: Snapshot, now: float) -> SnapshotView:
         note: str | None = "Nothing waits."
     else:
         note = f"and {more} more" if more > 0 else None
+    names = {w["address"]: _label(w) for w in workers}
+    by_resource = {s["resource"]: s for s in snap["strips"]}
+    totals = [bar_view(u) for u in snap["totals"]]
     return SnapshotView(
         summary=summary,
-        totals=[bar_view(u) for u in snap["totals"]],
+        totals=totals,
         groups=[group_view(g, now) for g in groups(workers)],
         no_workers=None if workers else "No worker is connected to the scheduler.",
         waiting_title=f"Waiting: {total_waiting}",
         waiting=[task_view(t, now) for t in waiting[:WAITING_ROWS]],
         waiting_note=note,
+        ended_title=f"Ended: {len(snap['recent'])}",
+        ended=[ended_view(t, names, now) for t in snap["recent"]],
+        ended_note=None if snap["recent"] else "Nothing has ended yet.",
+        strips=[
+            strip_view(b["resource"], by_resource.get(b["resource"]), b["running_share"], now)
+            for b in totals
+        ],
+        dashboard=snap["dashboard"],
     )

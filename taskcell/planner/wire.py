@@ -11,9 +11,13 @@ them into :mod:`taskcell.planner.schema` records with :func:`decode` and its par
              state: "r" running, "a" assigned, "q" queued on the scheduler; a task's name is
              sent only when the client cannot derive it from a string key, and its worker and
              what an assigned task waits for are derived by the client from the worker record
+    ended  = [key, name or None, {resource: amount}, state, ended, worker, wall, peak_memory,
+              error]   state: "f" finished, "x" failed, "c" cancelled
     update = {"v", "epoch", "seq", "time", "scheduler", "workers": [worker, ...] (changed ones),
               "removed": [address, ...], "queue": [task, ...] or None (unchanged), "queued",
-              "totals": {resource: [total, running, assigned]}, "full": bool}
+              "totals": {resource: [total, running, assigned]},
+              "recent": [ended, ...] (latest first) or None (unchanged),
+              "dashboard": port or None, "full": bool}
     sample = [time, queued, {resource: [total, running, assigned]}]
 
 The encoding functions run inside the scheduler, shipped by value with the plugin (see
@@ -23,23 +27,37 @@ constants they are given; the decoding ones run in clients.
 
 from __future__ import annotations
 
+import bisect
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from taskcell.planner.amounts import show_amount
-from taskcell.planner.schema import THREADS, ResourceUse, Snapshot, TaskInfo, WorkerSnapshot
+from taskcell.planner.schema import (
+    STRIP_SECONDS,
+    STRIP_STEPS,
+    THREADS,
+    EndedTask,
+    ResourceUse,
+    Snapshot,
+    TaskInfo,
+    UsageStrip,
+    WorkerSnapshot,
+)
 
 if TYPE_CHECKING:
     from taskcell.cluster.mapping import WorkerCapacity
 
 #: Version of the wire format; a client that finds another version re-registers the plugin.
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 #: Updates carrying this many workers or more travel compressed (see :func:`pack`).
 COMPRESS_FROM = 64
 
 _CODES = {"running": "r", "assigned": "a", "queued": "q"}
 _STATES = {code: state for state, code in _CODES.items()}
+_END_CODES = {"finished": "f", "failed": "x", "cancelled": "c"}
+_END_STATES = {code: state for state, code in _END_CODES.items()}
 _UUID_SUFFIX = re.compile(r"-[0-9a-f]{32}$")
 #: Resources shown first, in this order; then typed GPUs and MIG slices, then the rest.
 _FIRST = ("threads", "cpu", "memory", "disk", "shm", "gpu")
@@ -75,6 +93,22 @@ def task_record(
     if state == "queued":
         record.append(waiting_for)
     return record
+
+
+def ended_record(
+    key: Any,
+    prefix: str,
+    request: dict[str, float | int],
+    state: str,
+    ended: float,
+    worker: str | None,
+    wall: float | None,
+    peak_memory: int | None,
+    error: str | None,
+) -> list:
+    """A task that ended, on the wire; its name only where a string key lacks it."""
+    name = None if isinstance(key, str) else prefix
+    return [str(key), name, request, _END_CODES[state], ended, worker, wall, peak_memory, error]
 
 
 def worker_record(
@@ -118,6 +152,8 @@ def update_message(
     queue: list[list] | None,
     queued: int,
     totals: dict[str, list],
+    recent: list[list] | None,
+    dashboard: int | None,
     full: bool,
 ) -> dict:
     """A whole state (``full``) or the changes since the last update."""
@@ -132,6 +168,8 @@ def update_message(
         "queue": queue,
         "queued": queued,
         "totals": totals,
+        "recent": recent,
+        "dashboard": dashboard,
         "full": full,
     }
 
@@ -243,6 +281,26 @@ def decode_task(record: Sequence, worker: str | None = None) -> TaskInfo:
     )
 
 
+def decode_ended(record: Sequence) -> EndedTask:
+    """A task that ended, from the wire."""
+    key, name, request, state, ended, worker, wall, peak_memory, error = record
+    if name is None:
+        from dask.utils import key_split
+
+        name = task_name(key, key_split(key))
+    return EndedTask(
+        key=key,
+        name=name,
+        request=dict(request),
+        state=_END_STATES[state],  # type: ignore[typeddict-item]
+        worker=worker,
+        ended=ended,
+        wall=wall,
+        peak_memory=peak_memory,
+        error=error,
+    )
+
+
 def decode_worker(record: Sequence) -> WorkerSnapshot:
     """A worker from the wire, with what each of its assigned tasks waits for."""
     address, name, nthreads, memory_limit, resources, tasks, n_running, n_assigned = record
@@ -270,8 +328,12 @@ def snapshot(
     totals: Mapping[str, Sequence[float]],
     queue: Iterable[Sequence],
     queued: int,
+    recent: Iterable[Sequence] = (),
+    samples: Sequence[Sequence] = (),
+    dashboard: str | None = None,
 ) -> Snapshot:
-    """A :class:`~taskcell.planner.schema.Snapshot` from the parts of updates, workers sorted."""
+    """A :class:`~taskcell.planner.schema.Snapshot` from the parts of updates, workers sorted;
+    its strips from the history ``samples`` (oldest first)."""
     return Snapshot(
         scheduler=scheduler,
         time=time,
@@ -280,11 +342,15 @@ def snapshot(
         totals=uses(totals),
         queue=[decode_task(t) for t in queue],
         queued=queued,
+        recent=[decode_ended(t) for t in recent],
+        strips=strips(samples, time),
+        dashboard=dashboard,
     )
 
 
-def decode(full: dict) -> Snapshot:
-    """A whole-state message of the plugin (packed or not) as a snapshot."""
+def decode(full: dict, samples: Sequence[Sequence] = (), address: str | None = None) -> Snapshot:
+    """A whole-state message of the plugin (packed or not) as a snapshot; its strips from the
+    history ``samples``, its dashboard link as seen from a client of ``address``."""
     full = unpack(full)
     return snapshot(
         full["scheduler"],
@@ -294,7 +360,53 @@ def decode(full: dict) -> Snapshot:
         full["totals"],
         full["queue"],
         full["queued"],
+        full["recent"],
+        samples,
+        dashboard_link(address or full["scheduler"], full["dashboard"]),
     )
+
+
+def dashboard_link(address: str, port: int | None) -> str | None:
+    """The link to the dashboard served on ``port`` by the scheduler a client reaches at
+    ``address``, as Dask's ``distributed.dashboard.link`` writes it; None without a port."""
+    if port is None or "://" not in address:
+        return None
+    from distributed.utils import format_dashboard_link
+
+    protocol, rest = address.split("://", 1)
+    host = "localhost" if protocol == "inproc" else rest.rsplit(":", 1)[0]
+    try:
+        return format_dashboard_link(host, port)
+    except KeyError:  # the link template names an environment variable that is not set
+        return None
+
+
+def strips(samples: Sequence[Sequence], now: float) -> list[UsageStrip]:
+    """Per resource, the highest share of its total that running tasks held in each of the
+    ``STRIP_STEPS`` steps up to ``now``, from history samples (oldest first)."""
+    if not samples:
+        return []
+    last = math.floor(now / STRIP_SECONDS)
+    first = last - STRIP_STEPS + 1
+    # The sample in force when the strip begins, and every one after it.
+    times = [s[0] for s in samples]
+    begin = max(bisect.bisect_right(times, first * STRIP_SECONDS) - 1, 0)
+    shares: dict[str, list[float | None]] = {}
+    for i in range(begin, len(samples)):
+        # Each sample holds from its time until the next one's (excluded), the last until now.
+        since = math.floor(times[i] / STRIP_SECONDS)
+        until = math.ceil(times[i + 1] / STRIP_SECONDS) - 1 if i + 1 < len(samples) else last
+        lo = max(since, first) - first
+        hi = min(max(until, since), last) - first
+        for resource, (total, running, _) in samples[i][2].items():
+            share = round(min(running / total, 1.0), 3) if total > 0 else 0.0
+            steps = shares.setdefault(resource, [None] * STRIP_STEPS)
+            for k in range(max(lo, 0), hi + 1):
+                steps[k] = max(steps[k] or 0.0, share)
+    return [
+        UsageStrip(resource=r, start=first * STRIP_SECONDS, shares=shares[r])
+        for r in sorted(shares, key=resource_order)
+    ]
 
 
 def decode_samples(samples: Iterable[Sequence]) -> list[tuple[float, int, list[ResourceUse]]]:

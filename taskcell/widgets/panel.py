@@ -1,7 +1,9 @@
 """The live resource panel in the notebook (``taskcell.panel()``, ``%task_panel``).
 
-It shows what every worker has and holds, the tasks that wait and why, right-sizing hints from
-this kernel's finished tasks, and a planner box. It is kept current by an
+It shows what every worker has and holds (with each resource's last five minutes and a link to
+the Dask dashboard), the tasks that wait and why, the tasks that ended last, a control that
+cancels a running or waiting task, right-sizing hints from this kernel's finished tasks, and a
+planner box. It is kept current by an
 :class:`~taskcell.planner.feed.OccupancyFeed`, whose updates arrive on the Dask client's event
 loop, and redrawn by a thread of its own at most four times a second and at least once a
 second. Neither needs the kernel's main thread, so the panel moves while a blocking ``%%task``
@@ -83,6 +85,18 @@ class Panel:
         self.totals = w.HTML()
         self.workers = w.HTML(layout=w.Layout(max_height="340px", overflow="auto"))
         self.queue = w.HTML(layout=w.Layout(max_height="180px", overflow="auto"))
+        self.ended = w.HTML(layout=w.Layout(max_height="180px", overflow="auto"))
+        self.cancel_choice = w.Dropdown(
+            options=[], description="Task", layout=w.Layout(width="420px")
+        )
+        self.cancel_button = w.Button(
+            description="Cancel task",
+            icon="stop",
+            button_style="warning",
+            tooltip="Stop the chosen task on its worker, or cancel it if it has not started",
+            disabled=True,
+        )
+        self.cancel_status = w.HTML()
         self.hints = w.HTML()
         self.size = w.Text(
             placeholder="12 GiB, data/*.parquet, or a variable (df)",
@@ -121,6 +135,8 @@ class Panel:
                 self.totals,
                 self.workers,
                 self.queue,
+                w.HBox([self.cancel_choice, self.cancel_button, self.cancel_status]),
+                self.ended,
                 self.hints,
                 planner,
             ],
@@ -131,6 +147,7 @@ class Panel:
         self.size.observe(lambda _: self.plan(), names="value")
         self.profile.observe(lambda _: self.plan(), names="value")
         self.insert_button.on_click(lambda _: self.insert())
+        self.cancel_button.on_click(lambda _: self.cancel())
 
         self.frontend = Frontend()
         self.feed: OccupancyFeed = OccupancyFeed(client, on_update=lambda _: self._changed.set())
@@ -160,7 +177,7 @@ class Panel:
 
     def render(self) -> None:
         """Redraw from the feed's latest snapshot (any thread)."""
-        from taskcell.planner.rightsize import review
+        from taskcell.planner.rightsize import latest_hints
         from taskcell.planner.view import snapshot_view
 
         snap = self.feed.snapshot()
@@ -175,8 +192,10 @@ class Panel:
         self._set(self.totals, render.totals_html(view))
         self._set(self.workers, render.workers_html(view))
         self._set(self.queue, render.queue_html(view))
+        self._set(self.ended, render.ended_html(view))
+        self._set_choices(render.live_tasks(view))
         try:
-            hints = review(list(self._history))
+            hints = latest_hints(list(self._history))
         except Exception:  # a malformed record must not stop the panel
             logger.debug("taskcell: right-sizing review failed", exc_info=True)
             hints = []
@@ -187,6 +206,44 @@ class Panel:
     def _set(widget: Any, value: str) -> None:
         if widget.value != value:  # unchanged values send nothing to the frontend
             widget.value = value
+
+    def _set_choices(self, choices: list[tuple[str, str]]) -> None:
+        """The tasks the cancel control offers, keeping the one chosen while it is listed."""
+        if list(self.cancel_choice.options) == choices:
+            return
+        chosen = self.cancel_choice.value
+        self.cancel_choice.options = choices
+        if chosen in (key for _, key in choices):
+            self.cancel_choice.value = chosen
+        self.cancel_button.disabled = not choices
+
+    # -- cancelling --------------------------------------------------------------------------
+
+    def cancel(self, key: str | None = None) -> threading.Thread | None:
+        """Stop the task ``key`` (the one chosen in the panel by default): interrupted on its
+        worker if it runs, else cancelled, its resources freed either way. A cell of this
+        kernel then shows it cancelled. Runs in a thread, which is returned (None when no task
+        is chosen); the panel says how it went."""
+        from taskcell.runner.stopping import cancel_task
+
+        key = key or self.cancel_choice.value
+        if not key:
+            return None
+        client = self.feed.client
+        self.cancel_status.value = render.esc(f"cancelling {key}…")
+
+        def stop() -> None:
+            try:
+                running = client.sync(cancel_task, client, key)
+            except Exception as e:  # the cluster went away: say so, in the panel
+                self.cancel_status.value = render.failure(f"could not cancel {key}: {e}")
+                return
+            how = "interrupted on its worker" if running else "cancelled before it started"
+            self.cancel_status.value = render.esc(f"{key}: {how}")
+
+        thread = threading.Thread(target=stop, name=f"taskcell-cancel-{key}", daemon=True)
+        thread.start()
+        return thread
 
     # -- planner -----------------------------------------------------------------------------
 
@@ -212,7 +269,7 @@ class Panel:
             )
         except SpecError as e:
             self.suggestion = None
-            self.advice.value = f"<span style='color:#d62728'>{render.esc(str(e))}</span>"
+            self.advice.value = render.failure(str(e))
             self.insert_button.disabled = True
             return None
         self.advice.value = self.suggestion._repr_html_()

@@ -1,4 +1,4 @@
-"""A snapshot's view as HTML: the panel's totals, worker groups, waiting tasks and hints.
+"""A snapshot's view as HTML: the panel's totals, worker groups, waiting and ended tasks, hints.
 
 Pure functions of a :class:`~taskcell.planner.view.SnapshotView`, which has already grouped,
 ordered and worded everything the same way the JupyterLab sidebar does; this module only draws
@@ -13,11 +13,20 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from taskcell.planner.view import BarView, GroupView, SnapshotView, WorkerView
+from taskcell.planner.view import (
+    LEGEND_ASSIGNED,
+    LEGEND_RUNNING,
+    BarView,
+    GroupView,
+    SnapshotView,
+    StripView,
+    WorkerView,
+)
 
 RUNNING = "#2f7ed8"
 ASSIGNED = "#f28f43"
 TRACK = "rgba(127,127,127,0.22)"
+FAILED = "#d62728"
 _HATCH = f"repeating-linear-gradient(135deg,{ASSIGNED} 0 3px,transparent 3px 6px)"
 
 #: The styles every fragment carries (an ipywidgets HTML has no stylesheet of its own). The
@@ -39,6 +48,10 @@ STYLE = (
     f".tcw-h{{position:absolute;top:0;bottom:0;background:{_HATCH}}}"
     ".tcw-x{display:inline-block;width:10px;height:9px;margin:0 3px 0 8px;"
     "vertical-align:middle}"
+    ".tcw-p{display:inline-flex;align-items:flex-end;height:12px;gap:0;"
+    f"border-bottom:1px solid {TRACK};vertical-align:middle}}"
+    f".tcw-p span{{display:inline-block;width:2px;background:{RUNNING}}}"
+    f".tcw-f{{color:{FAILED}}}"
     "</style>"
 )
 
@@ -58,22 +71,44 @@ def bar(view: BarView, width: int = 72) -> str:
 
 
 def legend() -> str:
+    """What the solid and hatched parts of a bar stand for."""
     return (
-        f"<span class='tcw-s'><span class='tcw-x' style='background:{RUNNING}'></span>running"
-        f"<span class='tcw-x' style='background:{_HATCH}'></span>"
-        "assigned, waiting on the worker</span>"
+        f"<span class='tcw-s'><span class='tcw-x' style='background:{RUNNING}'></span>"
+        f"{esc(LEGEND_RUNNING)}<span class='tcw-x' style='background:{_HATCH}'></span>"
+        f"{esc(LEGEND_ASSIGNED)}</span>"
+    )
+
+
+def strip(view: StripView) -> str:
+    """A resource's recent past as a row of thin columns, one per step (none where unknown)."""
+    columns = "".join(
+        "<span style='height:0'></span>"
+        if share is None
+        else f"<span style='height:{max(share * 100, 0):.0f}%'></span>"
+        for share in view["shares"]
+    )
+    return f"<span class='tcw-p' title='{esc(view['title'])}'>{columns}</span>"
+
+
+def dashboard_link(view: SnapshotView) -> str:
+    """A link to the cluster's Dask dashboard, or nothing when it serves none."""
+    if not view["dashboard"]:
+        return ""
+    return (
+        f" · <a href='{esc(view['dashboard'])}' target='_blank' rel='noopener'>Dask dashboard</a>"
     )
 
 
 def totals_html(view: SnapshotView) -> str:
-    """The cluster's counts and totals, one bar per resource."""
+    """The cluster's counts, a legend, and per resource its bar and its recent past."""
+    strips = {s["resource"]: s for s in view["strips"]}
     bars = " ".join(
         f"<span style='margin-right:14px;white-space:nowrap'><b>{esc(b['resource'])}</b> "
-        f"{bar(b, 90)}</span>"
+        f"{bar(b, 90)} {strip(strips[b['resource']])}</span>"
         for b in view["totals"]
     )
     return (
-        f"{STYLE}<div>{esc(view['summary'])}{legend()}</div>"
+        f"{STYLE}<div>{esc(view['summary'])}{dashboard_link(view)}{legend()}</div>"
         f"<div style='margin-top:3px'>{bars}</div>"
     )
 
@@ -139,14 +174,45 @@ def queue_html(view: SnapshotView) -> str:
     return f"{STYLE}{title}<table class='tcw-t'><tr>{head}</tr>{rows}</table>{tail}"
 
 
+def ended_html(view: SnapshotView) -> str:
+    """The tasks that ended last: how, where, how long, their peak memory, their error."""
+    title = f"<b>{esc(view['ended_title'])}</b>"
+    if not view["ended"]:
+        return f"{title}<div class='tcw-s'>{esc(view['ended_note'] or '')}</div>"
+    rows = "".join(
+        f"<tr><td title='{esc(t['key'])}'>{esc(t['name'])}</td>"
+        f"<td class='{'tcw-f' if t['state'] == 'failed' else 'tcw-s'}'>{esc(t['state'])}</td>"
+        f"<td class='tcw-s'>{esc(t['detail'])}</td>"
+        f"<td class='tcw-w tcw-f'>{esc(t['error'] or '')}</td></tr>"
+        for t in view["ended"]
+    )
+    return f"{STYLE}{title}<table class='tcw-t'>{rows}</table>"
+
+
+def failure(text: str) -> str:
+    """A line that says something went wrong."""
+    return f"<span style='color:{FAILED}'>{esc(text)}</span>"
+
+
+def live_tasks(view: SnapshotView) -> list[tuple[str, str]]:
+    """The tasks one can cancel, as ``(label, key)``: running ones as listed per worker, then
+    the waiting ones."""
+    running = [t for g in view["groups"] for w in g["workers"] for t in w["running"]]
+    how = {"running": "running ", "assigned": "waiting ", "queued": ""}
+    return [
+        (f"{t['name']} · {how[t['state']]}{t['where']}", t["key"])
+        for t in running + view["waiting"]
+    ]
+
+
 def hints_html(hints: Sequence[Any]) -> str:
-    """Right-sizing hints (:class:`~taskcell.planner.rightsize.Hint`), newest first."""
+    """Right-sizing hints (:class:`~taskcell.planner.rightsize.Hint`), in the order given."""
     if not hints:
         return ""
     items = "".join(
         f"<li>{esc(h.message)}"
         + (f" <code>{esc(h.line)}</code>" if getattr(h, "line", None) else "")
         + "</li>"
-        for h in list(hints)[::-1][:10]
+        for h in hints
     )
     return f"<div><b>Right-sizing</b><ul style='margin:2px 0'>{items}</ul></div>"

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import DaskProcesses
 
 from .browser import ARTIFACTS, CHROMIUM, REPO, lab_page
 
@@ -213,7 +214,9 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
         expect(sidebar.locator(".jp-taskcell-task-running")).to_contain_text("gpu-sleep")
         expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute("data-status", "connected")
         selected = sidebar.locator(".jp-taskcell-cluster-select option:checked")
-        expect(selected).to_have_text(f"{name} ({gpu_cluster.address})")
+        expect(selected).to_have_text(name)
+        expect(selected).to_have_attribute("title", gpu_cluster.address)
+        expect(sidebar.locator(".jp-taskcell-status-address")).to_have_text(gpu_cluster.address)
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-busy.png"))
 
         release.touch()
@@ -250,3 +253,210 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
         active = page.locator(".jp-Notebook .jp-Cell.jp-mod-active .cm-content")
         expect(active).to_contain_text(line.inner_text() + "import numpy as np")
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-planner.png"))
+
+
+# -- tasks that end, cancelling, the legend and the counts ------------------------------------
+
+#: Text-bearing parts of the sidebar that must never be cut off or run past its edge.
+OVERFLOW_CHECK = """
+root => {
+  const edge = root.getBoundingClientRect().right + 0.5;
+  return [...root.querySelectorAll('*')]
+    .filter(e => e.getClientRects().length && !['SELECT', 'OPTION'].includes(e.tagName))
+    .filter(e => e.getBoundingClientRect().right > edge
+      || (e.children.length === 0 && e.scrollWidth > e.clientWidth + 1))
+    .map(e => `${e.tagName}.${e.className}: ${e.textContent.slice(0, 40)}`);
+}
+"""
+
+
+class DashboardCluster(DaskProcesses):
+    """A scheduler process that serves its Dask dashboard, on a free port of 127.0.0.1."""
+
+    def start_scheduler(self) -> None:
+        self.dashboard_port = free_port()
+        self.scheduler = self._spawn(
+            ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port)],
+            ["--dashboard-address", f"127.0.0.1:{self.dashboard_port}"],
+        )
+        self._wait_for_port()
+
+
+@pytest.fixture
+def dashboard_cluster() -> Iterator[DashboardCluster]:
+    cluster = DashboardCluster()
+    try:
+        cluster.worker("--resources", "GPU=2", name="gpu-box")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def held_cell(name: str, gpus: int, release: Path) -> str:
+    """A ``--bg`` cell that holds ``gpus`` GPUs until ``release`` exists (or TASK_SECONDS)."""
+    return (
+        f"%%task --gpu {gpus} --bg --name {name}\nimport os, time\n"
+        f"deadline = time.time() + {TASK_SECONDS}\n"
+        f"while not os.path.exists({str(release)!r}) and time.time() < deadline:\n"
+        "    time.sleep(0.05)"
+    )
+
+
+def notebook(folder: Path, name: str, address: str, *cells: str) -> str:
+    """A notebook that loads taskcell, points it at ``address`` and has ``cells`` after."""
+    sources = ["%load_ext taskcell", f"%task_cluster {address}", *cells]
+    body = {
+        "cells": [code_cell(source) for source in sources],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (folder / name).write_text(json.dumps(body, indent=1))
+    return name
+
+
+def run_all_cells(page) -> None:
+    """Wait for the kernel, then run every cell from the first, Shift+Enter each."""
+    from playwright.sync_api import expect
+
+    expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle$"))).to_be_visible(timeout=60_000)
+    cells = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell")
+    cells.nth(0).locator(".jp-InputArea-editor").click()
+    for _ in range(cells.count()):
+        page.keyboard.press("Shift+Enter")
+
+
+def open_sidebar(page):
+    from playwright.sync_api import expect
+
+    page.locator(".lm-TabBar-tab[data-id='taskcell-resources']").click()
+    sidebar = page.locator("#taskcell-resources")
+    expect(sidebar).to_be_visible()
+    return sidebar
+
+
+def gpu_bar(sidebar):
+    return sidebar.locator(".jp-taskcell-worker[data-name='gpu-box']").locator(
+        ".jp-taskcell-resource[data-resource='GPU']"
+    )
+
+
+def assert_nothing_cut_off(sidebar) -> None:
+    assert sidebar.evaluate(OVERFLOW_CHECK) == []
+
+
+def test_a_failing_background_cell_shows_in_its_cell_and_in_the_sidebar(tmp_path, gpu_cluster, lab):
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    from playwright.sync_api import expect
+
+    failing = "%%task --bg --name broken\nraise ValueError('bad batch')"
+    name = notebook(tmp_path / "notebooks", "failing.ipynb", gpu_cluster.address, failing)
+    with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-failed.png") as page:
+        sidebar = open_sidebar(page)
+        run_all_cells(page)
+        output = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell").nth(2).locator(".jp-OutputArea")
+        expect(output).to_contain_text(re.compile(r"broken: failed on tcp://"), timeout=60_000)
+        expect(output).to_contain_text("ValueError: bad batch")
+
+        ended = sidebar.locator(".jp-taskcell-ended-task[data-state='failed']")
+        expect(ended).to_have_count(1, timeout=30_000)
+        expect(ended.locator(".jp-taskcell-task-name")).to_have_text("broken")
+        expect(ended.locator(".jp-taskcell-ended-error")).to_have_text("ValueError: bad batch")
+        expect(ended.locator(".jp-taskcell-ended-detail")).to_contain_text("gpu-box · ")
+        expect(sidebar.locator(".jp-taskcell-ended .jp-taskcell-heading")).to_have_text("Ended: 1")
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-failed-cell.png"))
+        assert_nothing_cut_off(sidebar)
+
+
+def test_cancelling_from_the_sidebar_ends_the_tasks_and_frees_the_gpus(tmp_path, gpu_cluster, lab):
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    from playwright.sync_api import expect
+
+    release = tmp_path / "release"  # never created: only a cancel ends these cells
+    cells = [held_cell("hog", 2, release), held_cell("waiter", 1, release)]
+    name = notebook(tmp_path / "notebooks", "cancel.ipynb", gpu_cluster.address, *cells)
+    with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-cancel.png") as page:
+        sidebar = open_sidebar(page)
+        run_all_cells(page)
+        gpu = gpu_bar(sidebar)
+        expect(gpu).to_have_attribute("data-running", "2", timeout=60_000)
+        waiting = sidebar.locator(".jp-taskcell-queue .jp-taskcell-task", has_text="waiter")
+        expect(waiting).to_have_count(1, timeout=30_000)
+        running = sidebar.locator(".jp-taskcell-worker .jp-taskcell-task-running")
+        expect(running).to_have_count(1)
+        expect(running.locator(".jp-taskcell-task-name")).to_have_text("hog")
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-cancel-before.png"))
+
+        # The waiting one first: it never starts.
+        waiting.locator(".jp-taskcell-cancel").click()
+        cancelled = sidebar.locator(".jp-taskcell-ended-task[data-state='cancelled']")
+        expect(cancelled.filter(has_text="waiter")).to_have_count(1, timeout=30_000)
+        expect(sidebar.locator(".jp-taskcell-queue .jp-taskcell-task")).to_have_count(0)
+        expect(gpu).to_have_attribute("data-assigned", "0")
+
+        # Then the running one: interrupted on its worker, its GPUs free again.
+        running.locator(".jp-taskcell-cancel").click()
+        expect(gpu).to_have_attribute("data-running", "0", timeout=30_000)
+        expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
+        expect(cancelled.filter(has_text="hog")).to_have_count(1, timeout=30_000)
+        expect(sidebar.locator(".jp-taskcell-task-running")).to_have_count(0)
+        outputs = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell .jp-OutputArea")
+        expect(outputs.nth(2)).to_contain_text("hog: cancelled", timeout=30_000)
+        expect(outputs.nth(3)).to_contain_text("waiter: cancelled", timeout=30_000)
+        expect(sidebar.locator(".jp-taskcell-notice")).to_be_hidden()
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-cancel-after.png"))
+
+
+def test_the_legend_counts_and_dashboard_link_agree_with_what_is_shown(
+    tmp_path, dashboard_cluster, lab
+):
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    from playwright.sync_api import expect
+
+    release = tmp_path / "release"
+    cells = [held_cell("hog", 2, release)]
+    cells += [held_cell(f"wait{i}", 1, release) for i in range(4)]
+    name = notebook(tmp_path / "notebooks", "counts.ipynb", dashboard_cluster.address, *cells)
+    with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-counts.png") as page:
+        sidebar = open_sidebar(page)
+        run_all_cells(page)
+        expect(gpu_bar(sidebar)).to_have_attribute("data-running", "2", timeout=60_000)
+        expect(gpu_bar(sidebar)).to_have_attribute("data-assigned", "4", timeout=30_000)
+
+        # The counts say what the lists show: four waiting beside one running, not "0".
+        summary = sidebar.locator(".jp-taskcell-summary")
+        expect(summary).to_have_text("1 worker · 1 running · 4 waiting on workers · 0 queued")
+        expect(sidebar.locator(".jp-taskcell-queue .jp-taskcell-heading")).to_have_text(
+            "Waiting: 4"
+        )
+        waiting = sidebar.locator(".jp-taskcell-queue .jp-taskcell-task")
+        expect(waiting).to_have_count(4)
+        expect(waiting.locator(".jp-taskcell-task-name")).to_have_text(
+            ["wait0", "wait1", "wait2", "wait3"]
+        )
+        expect(sidebar.locator(".jp-taskcell-worker .jp-taskcell-task-running")).to_have_count(1)
+        expect(sidebar.locator(".jp-taskcell-worker .jp-taskcell-more")).to_have_text("4 waiting")
+
+        legend = sidebar.locator(".jp-taskcell-totals .jp-taskcell-legend")
+        expect(legend).to_be_visible()
+        expect(legend.locator(".jp-taskcell-legend-running")).to_have_text("running")
+        expect(legend.locator(".jp-taskcell-legend-assigned")).to_have_text(
+            "assigned, waiting on the worker"
+        )
+        expect(sidebar.locator(".jp-taskcell-strip")).to_have_count(2)
+
+        link = sidebar.locator("a.jp-taskcell-dashboard")
+        dashboard = f"http://127.0.0.1:{dashboard_cluster.dashboard_port}/status"
+        expect(link).to_have_attribute("href", dashboard)
+        with urllib.request.urlopen(dashboard, timeout=30) as response:
+            assert response.status == 200  # bokeh is installed: the dashboard is served
+
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-counts.png"))
+        assert_nothing_cut_off(sidebar)
+        release.touch()
+        expect(gpu_bar(sidebar)).to_have_attribute("data-assigned", "0", timeout=60_000)
+        expect(gpu_bar(sidebar)).to_have_attribute("data-running", "0", timeout=60_000)
+        expect(sidebar.locator(".jp-taskcell-ended-task[data-state='finished']")).to_have_count(5)

@@ -291,3 +291,35 @@ def test_the_export_answers_any_body_without_a_5xx_or_a_lost_file(
         assert not (jp_root_dir / "dir.py").is_file()
 
     check()
+
+
+class TestCancel:
+    @pytest.fixture
+    def taskcell_config(self) -> dict:
+        return {"scheduler_addresses": ["tcp://127.0.0.1:9"]}  # nothing listens there
+
+    def test_any_body_is_a_quick_4xx(self, jp_fetch, jp_asyncio_loop, extension):
+        endpoint = f"clusters/{cluster_id('tcp://127.0.0.1:9')}/cancel"
+
+        def send(body: bytes) -> tuple[HTTPResponse, float]:
+            return jp_asyncio_loop.run_until_complete(post(jp_fetch, endpoint, body))
+
+        assert send(b'{"key": "a"}')[0].code == 409  # the link is known down before the clock
+
+        bodies = st.one_of(
+            st.fixed_dictionaries(
+                {"key": st.one_of(TEXT, JSON_VALUES)}, optional={"force": JSON_VALUES}
+            ).map(encoded),
+            JSON_VALUES.map(encoded),
+            st.binary(max_size=100),
+        )
+
+        @settings(PROPERTY, max_examples=60)
+        @given(body=bodies)
+        def check(body: bytes) -> None:
+            response, seconds = send(body)
+            assert response.code in (400, 409), (body, response.code, response.body)
+            assert seconds < SECOND, (body, seconds)
+            message(response)
+
+        check()

@@ -16,6 +16,12 @@ ENDPOINTS = [
     pytest.param("GET", ("clusters", cluster_id("tcp://127.0.0.1:1")), None, id="GET cluster"),
     pytest.param("GET", ("planner",), None, id="GET planner"),
     pytest.param("POST", ("planner",), {"size": "1 GiB"}, id="POST planner"),
+    pytest.param(
+        "POST",
+        ("clusters", cluster_id("tcp://127.0.0.1:1"), "cancel"),
+        {"key": "a"},
+        id="POST cancel",
+    ),
 ]
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 from distributed import Event
 from distributed.utils_test import gen_cluster
 
 from taskcell.planner import OccupancyFeed, occupancy, plugin, snapshot, wire
 from taskcell.planner.feed import install
-from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER
+from taskcell.planner.schema import QUEUE_LIMIT, RECENT_LIMIT, TASKS_PER_WORKER
 
 GPU_WORKER = [("127.0.0.1", 2, {"resources": {"GPU": 2}})]
 LONG = 60
@@ -134,7 +135,7 @@ def test_large_updates_travel_compressed_and_decode_the_same():
     full = {
         "v": wire.WIRE_VERSION, "epoch": "e1", "seq": 3, "time": 2.0, "scheduler": "tcp://s:1",
         "workers": workers, "removed": [], "queue": [], "queued": 0,
-        "totals": {"GPU": [128, 64, 0]}, "full": True,
+        "totals": {"GPU": [128, 64, 0]}, "recent": [], "dashboard": None, "full": True,
     }  # fmt: skip
     packed = wire.pack(full)
     assert set(packed) == {"v", "epoch", "seq", "zlib"} and len(packed["zlib"]) < 4000
@@ -158,3 +159,133 @@ async def test_a_scheduler_restart_keeps_subscribers_and_numbering(c, s, a):
     await f
     await until(lambda: gpu(feed.snapshot()) == (2, 0, 0))
     await feed.close()
+
+
+# -- tasks that ended -----------------------------------------------------------------------
+
+
+class CellInterrupted(Exception):
+    """What taskcell.runner.remote raises for a cell stopped on its worker (same class name)."""
+
+
+def like_a_cell(end: str, peak: int = 14 << 20) -> int:
+    """Report on a kernel's topic as a cell's worker does (taskcell.runner.remote), then end."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    key = worker.get_current_task()
+    worker.log_event("client-1", {"key": key, "kind": "started", "worker": worker.address})
+    if end == "finished":
+        usage = {"wall": 1.5, "cpu": 0.5, "peak_memory": peak, "gpu_memory": None}
+        worker.log_event("client-1", {"key": key, "kind": "finished", "sizes": {}, "usage": usage})
+        return 1
+    worker.log_event("client-1", {"key": key, "kind": "failed", "error": "ValueError: bad batch"})
+    raise CellInterrupted("the cell was interrupted") if end == "stopped" else ValueError("bad")
+
+
+def cell_key(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex}"
+
+
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_finished_failed_and_cancelled_tasks_are_listed_latest_first(c, s, a):
+    feed = await OccupancyFeed(c).start()
+    ok = c.submit(like_a_cell, "finished", key=cell_key("ok"), resources={"GPU": 1})
+    await ok
+    bad = c.submit(like_a_cell, "failed", key=cell_key("bad"))
+    stopped = c.submit(like_a_cell, "stopped", key=cell_key("stopped"))
+    never = c.submit(hold, "never", key=cell_key("never"), resources={"GPU": 3})
+    await c.gather([bad, stopped], errors="skip")
+    await until(lambda: feed.snapshot()["queued"] == 1)
+    await c.cancel(never)
+    await until(lambda: len(feed.snapshot()["recent"]) == 4)
+    recent = feed.snapshot()["recent"]
+    by_name = {t["name"]: t for t in recent}
+    assert recent[0]["name"] == "never" and recent[-1]["name"] == "ok"
+    assert by_name["ok"]["state"] == "finished"
+    assert (by_name["ok"]["worker"], by_name["ok"]["wall"]) == (a.address, 1.5)
+    assert (by_name["ok"]["peak_memory"], by_name["ok"]["request"]) == (14 << 20, {"GPU": 1})
+    assert by_name["bad"]["state"] == "failed"
+    assert by_name["bad"]["error"] == "ValueError: bad batch"
+    assert by_name["stopped"]["state"] == "cancelled" and by_name["stopped"]["error"] is None
+    assert by_name["never"]["state"] == "cancelled" and by_name["never"]["worker"] is None
+    assert by_name["never"]["wall"] is None
+    assert (await snapshot(c))["recent"] == recent  # a one-off snapshot holds them too
+    await feed.close()
+
+
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_recent_is_bounded_and_leaves_out_plain_tasks(c, s, a):
+    await install(c)
+    await c.gather(c.map(lambda i: i, range(30)))  # plain Dask tasks: not listed
+    futures = [c.submit(like_a_cell, "finished", key=cell_key(f"c{i}")) for i in range(25)]
+    await c.gather(futures)
+    await until(lambda: len(state(s)["recent"]) == RECENT_LIMIT)
+    names = [t["name"] for t in state(s)["recent"]]
+    assert set(names) <= {f"c{i}" for i in range(25)}
+    ended = [t["ended"] for t in state(s)["recent"]]
+    assert ended == sorted(ended, reverse=True)
+
+
+@gen_cluster(
+    client=True,
+    nthreads=GPU_WORKER,
+    timeout=LONG,
+    scheduler_kwargs={"dashboard": True, "dashboard_address": "127.0.0.1:0"},
+)
+async def test_a_scheduler_with_a_dashboard_links_it_and_serves_it(c, s, a):
+    from tornado.httpclient import AsyncHTTPClient
+
+    link = (await snapshot(c))["dashboard"]
+    assert link == f"http://127.0.0.1:{s.http_server.port}/status"
+    response = await AsyncHTTPClient().fetch(link, raise_error=False)
+    assert response.code == 200, "the dashboard needs bokeh (a dependency of taskcell)"
+
+
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_a_scheduler_without_a_dashboard_links_none(c, s, a):
+    assert (await snapshot(c))["dashboard"] is None
+
+
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_strips_show_what_running_tasks_held(c, s, a):
+    feed = await OccupancyFeed(c).start()
+    f = c.submit(hold, "strip", resources={"GPU": 2}, pure=False)
+    await until(lambda: gpu(feed.snapshot()) == (2, 2, 0))
+    strips = {x["resource"]: x for x in feed.snapshot()["strips"]}
+    assert strips["GPU"]["shares"][-1] == 1.0
+    await Event("strip").set()
+    await f
+    await feed.close()
+
+
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_tasks_submitted_before_the_plugin_are_followed_to_their_end(c, s, a):
+    never = c.submit(hold, "before", key=cell_key("before"), resources={"GPU": 3})
+    await until(lambda: never.key in s.tasks and s.tasks[never.key].state == "no-worker")
+    await install(c)
+    await c.cancel(never)
+    await until(lambda: [t["name"] for t in state(s)["recent"]] == ["before"])
+    assert state(s)["recent"][0]["state"] == "cancelled"
+
+
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_cells_that_ended_before_the_plugin_are_taken_over_from_their_reports(c, s, a):
+    ok = c.submit(like_a_cell, "finished", key=cell_key("ok"))
+    await ok
+    bad = c.submit(like_a_cell, "failed", key=cell_key("bad"))
+    stopped = c.submit(like_a_cell, "stopped", key=cell_key("stopped"))
+    await c.gather([bad, stopped], errors="skip")
+    await until(
+        lambda: len([e for e in s.get_events("client-1") if e[1]["kind"] != "started"]) == 3
+    )
+    await install(c)
+    recent = {t["name"]: t for t in state(s)["recent"]}
+    assert set(recent) == {"ok", "bad", "stopped"}
+    assert (recent["ok"]["state"], recent["ok"]["wall"], recent["ok"]["worker"]) == (
+        "finished",
+        1.5,
+        a.address,
+    )
+    assert (recent["bad"]["state"], recent["bad"]["error"]) == ("failed", "ValueError: bad batch")
+    assert recent["stopped"]["state"] == "cancelled"

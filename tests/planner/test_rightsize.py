@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from taskcell.errors import SpecError
-from taskcell.planner import auto_preset, review
+from taskcell.planner import auto_preset, latest_hints, review
 from taskcell.runner.history import TaskRecord
 from taskcell.runner.job import Usage
 from taskcell.spec import BUILTIN_PRESETS, Resources
@@ -116,3 +116,50 @@ def test_auto_refuses_what_the_platform_cannot_run():
 
     with dask.config.set({"taskcell.platform": "latch"}), pytest.raises(SpecError, match="auto"):
         auto_preset([], inputs_size="1 PiB", presets=BUILTIN_PRESETS)
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "request_"),
+    [
+        (1, "256Mi"),
+        (18 << 20, "256Mi"),
+        (256 << 20, "256Mi"),
+        ((256 << 20) + 1, "512Mi"),
+        (600 << 20, "1Gi"),
+        (GiB + 1, "2Gi"),
+        (int(17.2 * GiB), "18Gi"),
+    ],
+    ids=["a-byte", "18Mi", "256Mi", "just-over-256Mi", "600Mi", "just-over-1Gi", "17.2Gi"],
+)
+def test_memory_is_suggested_as_people_ask_for_it(nbytes, request_):
+    from taskcell.planner.suggestion import round_up
+    from taskcell.spec import format_quantity
+
+    assert format_quantity(round_up(nbytes)) == request_
+
+
+def test_a_tiny_peak_is_told_256Mi_and_never_a_request_no_smaller_than_asked():
+    r = record("tiny", Resources(cpu=1, memory="2Gi"), peak=14 << 20, cores=0.5)
+    (hint,) = review([r], {})
+    assert hint.line == "%%task --cpu 1 --memory 256Mi"
+    already = record("tiny", Resources(cpu=1, memory="256Mi"), peak=14 << 20, cores=0.5)
+    assert review([already], {}) == []
+
+
+def test_latest_hints_are_one_per_cell_from_its_latest_run_and_bounded():
+    big = Resources(cpu=32, memory="128Gi")
+    history = [
+        record("etl", big, peak=3 * GiB, cores=1.5, key="etl-1"),
+        record("etl", big, peak=2 * GiB, cores=1.0, key="etl-2"),
+        record("fixed", big, peak=3 * GiB, cores=1.5, key="fixed-1"),
+        record("fixed", Resources(cpu=2, memory="4Gi"), peak=2 * GiB, cores=1.2, key="fixed-2"),
+        record("etl", big, peak=1 * GiB, state="error", key="etl-3"),
+    ]
+    history += [record(f"c{i}", big, peak=GiB, key=f"c{i}") for i in range(12)]
+    hints = latest_hints(history, BUILTIN_PRESETS)
+    assert len(hints) == 10
+    assert [h.cell for h in hints] == [f"c{i}" for i in range(11, 1, -1)]
+    (etl,) = latest_hints(history[:5], BUILTIN_PRESETS)  # "fixed" ran well last time
+    assert etl.key == "etl-2"  # the latest finished run; the failed one says nothing
+    assert "peaked at 2 GiB" in etl.message and "kept 1.00 busy" in etl.message
+    assert etl.line == "%%task small_task"

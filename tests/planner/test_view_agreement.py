@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, WorkerSnapshot
+from taskcell.planner.schema import (
+    STRIP_SECONDS,
+    EndedTask,
+    ResourceUse,
+    Snapshot,
+    TaskInfo,
+    UsageStrip,
+    WorkerSnapshot,
+)
 from taskcell.planner.view import snapshot_view
 from taskcell.widgets import render
 
@@ -61,8 +69,8 @@ def worker(name: str, address: str, resources: list[ResourceUse], tasks=(), **ex
     return record
 
 
-def snapshot(workers, totals=(), queue=(), queued=None) -> Snapshot:
-    return Snapshot(
+def snapshot(workers, totals=(), queue=(), queued=None, **extra) -> Snapshot:
+    record = Snapshot(
         scheduler="tcp://10.0.0.1:8786",
         time=NOW,
         seq=7,
@@ -70,7 +78,28 @@ def snapshot(workers, totals=(), queue=(), queued=None) -> Snapshot:
         totals=list(totals),
         queue=list(queue),
         queued=len(queue) if queued is None else queued,
+        recent=[],
+        strips=[],
+        dashboard=None,
     )
+    record.update(extra)  # type: ignore[typeddict-item]
+    return record
+
+
+def ended(key: str, state: str, worker: str | None, ago: float, **extra) -> EndedTask:
+    record = EndedTask(
+        key=key,
+        name=key.rsplit("-", 1)[0],
+        request={"GPU": 1},
+        state=state,  # type: ignore[typeddict-item]
+        worker=worker,
+        ended=NOW - ago,
+        wall=None,
+        peak_memory=None,
+        error=None,
+    )
+    record.update(extra)  # type: ignore[typeddict-item]
+    return record
 
 
 def the_e2e_cluster() -> Snapshot:
@@ -124,13 +153,48 @@ def amounts_and_queue() -> Snapshot:
     return snapshot([w], resources, queued, queued=120)
 
 
+def ended_strips_and_dashboard() -> Snapshot:
+    """Tasks that ended every way, and strips that start late and stop before now."""
+    address = "tcp://127.0.0.1:4001"
+    resources = [use("threads", 2, 1), use("GPU", 2, 1), use("MEMORY", 8 * GiB)]
+    recent = [
+        ended("bad-1", "failed", address, 2, wall=0.25, peak_memory=14_200_000,
+              error="ValueError: bad batch"),
+        ended("fit-2", "finished", "tcp://10.9.9.9:1", 75, wall=4000.5, peak_memory=3 * GiB),
+        ended("quick-3", "finished", address, 0, wall=4.25, name=""),
+        ended("never-4", "cancelled", None, 3700),
+        ended("stop-5", "cancelled", address, 30, wall=59.99),
+    ]  # fmt: skip
+    last = int(NOW // STRIP_SECONDS) - 3  # the snapshot is 15 s older than NOW
+    strips = [
+        UsageStrip(resource="threads", start=(last - 4) * STRIP_SECONDS,
+                   shares=[0.5, 1.0, None, 0.0, 0.5]),
+        UsageStrip(resource="GPU", start=(last - 59) * STRIP_SECONDS,
+                   shares=[0.0] * 58 + [0.5, 0.125]),
+        UsageStrip(resource="tokens", start=(last - 1) * STRIP_SECONDS, shares=[1.0, 1.0]),
+    ]  # fmt: skip
+    w = worker("gpu-box", address, resources, [task("hold-" + "a" * 32, "running", address, 9)])
+    return snapshot(
+        [w], resources, recent=recent, strips=strips, dashboard="http://127.0.0.1:8787/status"
+    )
+
+
 def empty() -> Snapshot:
     return snapshot([])
 
 
 def cases() -> dict:
     """Every case with its Python view, as the JSON file holds them."""
-    snaps = {f.__name__: f() for f in (the_e2e_cluster, groups_and_folds, amounts_and_queue, empty)}
+    snaps = {
+        f.__name__: f()
+        for f in (
+            the_e2e_cluster,
+            groups_and_folds,
+            amounts_and_queue,
+            ended_strips_and_dashboard,
+            empty,
+        )
+    }
     return {
         "now": NOW,
         "cases": [
@@ -152,9 +216,12 @@ def test_the_cases_file_holds_the_python_view():
 def test_the_panel_draws_the_groups_workers_and_labels_in_order(case):
     view = case["view"]
     html = render.workers_html(view) + render.totals_html(view) + render.queue_html(view)
+    html += render.ended_html(view)
     expected = [g["title"] for g in view["groups"]]
     expected += [w["name"] for g in view["groups"] for w in g["workers"]]
     expected += [b["label"] for b in view["totals"]]
+    expected += [s["title"] for s in view["strips"]]
+    expected += [t["detail"] for t in view["ended"]] + [view["ended_title"]]
     positions = [html.find(render.esc(label)) for label in expected]
     assert -1 not in positions
     titles = [html.find(render.esc(g["title"])) for g in view["groups"]]

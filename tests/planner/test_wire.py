@@ -6,9 +6,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from taskcell.planner import wire
 from taskcell.planner.feed import pickled_plugins
-from taskcell.planner.schema import ResourceUse, TaskInfo
+from taskcell.planner.schema import STRIP_SECONDS, STRIP_STEPS, EndedTask, ResourceUse, TaskInfo
 
 KEY = "cell-3-" + "0" * 32
 
@@ -54,10 +56,28 @@ def test_a_whole_state_and_its_samples_round_trip():
     queued = wire.task_record("big-1", "big", {"GPU": 4}, "queued", 12.0, "no live worker")
     totals = wire.sum_totals([worker, worker])
     assert totals["GPU"] == [4, 4, 2]
-    message = wire.update_message(
-        "e", 3, 13.0, "tcp://s:1", [worker], [], [queued], 1, totals, True
+    ended = wire.ended_record(
+        KEY, "cell", {"GPU": 1}, "failed", 12.5, "tcp://10.0.0.1:1", 2.5, 1 << 20, "ValueError: x"
     )
-    snap = wire.decode(message)
+    message = wire.update_message(
+        "e", 3, 13.0, "tcp://s:1", [worker], [], [queued], 1, totals, [ended], 8787, True
+    )
+    snap = wire.decode(message, address="tcp://scheduler.example:8786")
+    assert snap["recent"] == [
+        EndedTask(
+            key=KEY,
+            name="cell-3",
+            request={"GPU": 1},
+            state="failed",
+            worker="tcp://10.0.0.1:1",
+            ended=12.5,
+            wall=2.5,
+            peak_memory=1 << 20,
+            error="ValueError: x",
+        )
+    ]
+    assert snap["dashboard"] == "http://scheduler.example:8787/status"
+    assert snap["strips"] == []
     assert (snap["seq"], snap["queued"], snap["queue"][0]["waiting_for"]) == (
         3,
         1,
@@ -67,6 +87,48 @@ def test_a_whole_state_and_its_samples_round_trip():
     ((t, n, uses),) = wire.decode_samples([wire.sample_record(13.0, 1, totals)])
     assert (t, n) == (13.0, 1)
     assert uses[0] == ResourceUse(resource="threads", total=4, running=4, assigned=2)
+
+
+def test_a_dashboard_link_only_where_the_scheduler_serves_one():
+    assert wire.dashboard_link("tcp://10.0.0.5:8786", None) is None
+    assert wire.dashboard_link("tcp://10.0.0.5:8786", 8787) == "http://10.0.0.5:8787/status"
+    assert wire.dashboard_link("inproc://10.0.0.5/1/2", 1234) == "http://localhost:1234/status"
+
+
+def steps(now: float) -> int:
+    return int(now // STRIP_SECONDS)
+
+
+@pytest.mark.parametrize(
+    ("samples", "expected_tail"),
+    [
+        pytest.param([[100.0, 0, {"GPU": [2, 1, 0]}]], [0.5] * 3, id="one-sample-held-to-now"),
+        pytest.param(
+            [[100.0, 0, {"GPU": [2, 0, 0]}], [101.0, 0, {"GPU": [2, 2, 0]}],
+             [102.0, 0, {"GPU": [2, 0, 0]}], [111.0, 0, {"GPU": [2, 1, 0]}]],
+            [1.0, 0.0, 0.5],
+            id="a-short-peak-shows-in-its-step",
+        ),
+        pytest.param([[100.0, 0, {"GPU": [0, 0, 0]}]], [0.0] * 3, id="no-total-no-share"),
+        pytest.param([[100.0, 0, {"GPU": [2, 5, 0]}]], [1.0] * 3, id="capped-at-the-total"),
+    ],
+)  # fmt: skip
+def test_a_strip_holds_the_highest_share_of_each_step(samples, expected_tail):
+    now = 114.0
+    (strip,) = wire.strips(samples, now)
+    assert strip["resource"] == "GPU"
+    assert len(strip["shares"]) == STRIP_STEPS
+    assert strip["start"] == (steps(now) - STRIP_STEPS + 1) * STRIP_SECONDS
+    assert strip["shares"][-3:] == expected_tail
+    assert strip["shares"][: STRIP_STEPS - 3] == [None] * (STRIP_STEPS - 3)
+
+
+def test_a_strip_starts_from_the_sample_in_force_before_it():
+    long_ago = [[0.0, 0, {"GPU": [2, 2, 0]}], [5000.0, 0, {"GPU": [2, 1, 0]}]]
+    (strip,) = wire.strips(long_ago, 5000.0 + STRIP_SECONDS * 2)
+    assert strip["shares"][0] == 1.0  # held since t=0, long before the strip begins
+    assert strip["shares"][-3:] == [0.5, 0.5, 0.5]
+    assert wire.strips([], 100.0) == []
 
 
 def test_whole_amounts_travel_as_ints():
@@ -93,6 +155,10 @@ scheduler_plugin.queue["no-worker"][task.key] = 1.0
 print(scheduler_plugin.worker_record(ws))
 print(scheduler_plugin.queue_records())
 print(type(worker_plugin).__name__)
+scheduler_plugin.ended.follow(task)
+scheduler_plugin.log_event("client-1", {"key": task.key, "kind": "failed", "error": "E: bad"})
+scheduler_plugin.transition(task.key, "no-worker", "erred")
+print(scheduler_plugin.ended.records()[0][3:])
 """
 
 
@@ -106,8 +172,9 @@ def test_the_plugins_run_where_taskcell_is_not_installed(tmp_path):
         timeout=60,
     )
     assert done.returncode == 0, done.stderr.decode()
-    worker, queue, reporter = done.stdout.decode().splitlines()
+    worker, queue, reporter, ended = done.stdout.decode().splitlines()
     assert reporter == "StartReporter"
+    assert ended.startswith("['x', ") and ended.endswith(", None, None, None, 'E: bad']")
     resources = "{'threads': [2, 0, 0], 'MEMORY': [1073741824, 0, 0]}"
     assert worker == f"['tcp://w:1', 'w', 2, 0, {resources}, [], 0, 0]"
     assert "asks MEMORY=3 GiB; the most any worker has is 1 GiB, on tcp://w:1" in queue

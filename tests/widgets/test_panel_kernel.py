@@ -119,6 +119,54 @@ def test_planner_box_suggests_and_inserts_the_line(panel_kernel):
     assert panel_kernel.value("p.insert_button.disabled") is True
 
 
+def eventually(kernel, expr: str, check, timeout: float = 60):
+    """The value of ``expr`` in the kernel once ``check`` holds for it (polled, bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = kernel.value(expr)
+        if check(value):
+            return value
+        assert time.monotonic() < deadline, f"{expr} never matched; last: {value!r}"
+        time.sleep(0.2)
+
+
+def test_the_panel_cancels_a_background_cell_and_frees_its_gpu(panel_kernel):
+    out = panel_kernel.run(
+        "%%task --gpu 2 --bg --name sleeper\nimport time\nwhile True:\n    time.sleep(0.05)"
+    )
+    assert out.status == "ok", out.error_text
+    options = eventually(
+        panel_kernel,
+        "list(p.cancel_choice.options)",
+        lambda o: any(label.startswith("sleeper · running on ") for label, _ in o),
+    )
+    key = next(k for label, k in options if label.startswith("sleeper"))
+    out = panel_kernel.run(f"p.cancel({key!r}).join(30)\nprint(p.cancel_status.value)")
+    assert out.stdout.strip() == f"{key}: interrupted on its worker", out.error_text
+    eventually(panel_kernel, "p.feed.snapshot()['totals'][1]['running']", lambda v: v == 0)
+    ended = eventually(panel_kernel, "p.ended.value", lambda v: "sleeper" in v)
+    assert "cancelled" in ended
+    panel_kernel.run("from taskcell.runner.history import kernel_history")
+    states = "[r.state for r in kernel_history() if r.cell == 'sleeper']"
+    eventually(panel_kernel, states, lambda v: v == ["cancelled"])
+
+
+def test_a_failed_background_cell_is_listed_with_its_error(panel_kernel):
+    out = panel_kernel.run("%%task --bg --name broken\nraise ValueError('bad batch')")
+    assert out.status == "ok", out.error_text
+    ended = eventually(panel_kernel, "p.ended.value", lambda v: "broken" in v)
+    assert "failed" in ended and "ValueError: bad batch" in ended
+
+
+def test_hints_are_one_per_cell_in_requests_people_write(panel_kernel):
+    for _ in range(2):
+        out = panel_kernel.run("%%task --memory 4Gi --name tiny\nsmall = 1")
+        assert out.status == "ok", out.error_text
+    hints = eventually(panel_kernel, "p.hints.value", lambda v: "tiny" in v)
+    assert hints.count("<li>tiny asked for 4 GiB") == 1
+    assert "--memory 256Mi" in hints
+
+
 def test_closed_panel_stops_updating(panel_kernel):
     workers_id = panel_kernel.value("p.workers.model_id")
     out = panel_kernel.run(

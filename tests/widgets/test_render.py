@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import re
 
-from taskcell.planner.schema import ResourceUse, Snapshot, TaskInfo, WorkerSnapshot
+from taskcell.planner.schema import (
+    EndedTask,
+    ResourceUse,
+    Snapshot,
+    TaskInfo,
+    UsageStrip,
+    WorkerSnapshot,
+)
 from taskcell.planner.view import bar_view, snapshot_view
 from taskcell.widgets import render
 
@@ -56,6 +63,9 @@ def snapshot(workers: list[WorkerSnapshot], queue: list[TaskInfo] = ()) -> Snaps
         totals=[use("GPU", sum(2 for _ in workers), 3, 1)],
         queue=list(queue),
         queued=len(queue),
+        recent=[],
+        strips=[],
+        dashboard=None,
     )
 
 
@@ -128,3 +138,56 @@ def test_totals_and_counts():
 
 def test_no_worker():
     assert "No worker is connected to the scheduler." in render.workers_html(view([]))
+
+
+def ended(name: str, state: str, **extra) -> EndedTask:
+    record = EndedTask(
+        key=f"{name}-0123",
+        name=name,
+        request={"GPU": 1},
+        state=state,  # type: ignore[typeddict-item]
+        worker="tcp://10.0.0.1:8786",
+        ended=NOW - 12,
+        wall=4.25,
+        peak_memory=14 << 20,
+        error=None,
+    )
+    record.update(extra)  # type: ignore[typeddict-item]
+    return record
+
+
+def test_ended_tasks_say_how_where_how_long_and_why():
+    snap = snapshot([worker(1)])
+    snap["recent"] = [
+        ended("<b>bad</b>", "failed", error="ValueError: <bad> batch"),
+        ended("fit", "finished"),
+    ]
+    html = render.ended_html(snapshot_view(snap, NOW))
+    assert "<b>Ended: 2</b>" in html
+    assert "&lt;b&gt;bad&lt;/b&gt;" in html and "ValueError: &lt;bad&gt; batch" in html
+    assert "w001 · 4.2s · peak 14 MiB · 12s ago" in html
+    assert html.index("bad") < html.index("fit")
+    assert render.ended_html(view([worker(1)])).endswith("Nothing has ended yet.</div>")
+
+
+def test_totals_have_a_legend_a_strip_per_resource_and_the_dashboard():
+    snap = snapshot([worker(1, running=1)])
+    snap["strips"] = [UsageStrip(resource="GPU", start=NOW - 5, shares=[0.5, 1.0])]
+    snap["dashboard"] = "http://10.0.0.1:8787/status?a=1&b=2"
+    html = render.totals_html(snapshot_view(snap, NOW))
+    assert "running" in html and "assigned, waiting on the worker" in html
+    assert html.count("class='tcw-p'") == 1
+    assert "height:50%" in html and "height:100%" in html
+    assert "GPU over the last 5 min: at most 100% held by running tasks" in html
+    assert "href='http://10.0.0.1:8787/status?a=1&amp;b=2'" in html
+    assert "Dask dashboard" not in render.totals_html(view([worker(1)]))
+
+
+def test_the_cancel_control_offers_running_then_waiting_tasks():
+    queued = task("big", "queued", None, "no live worker")
+    choices = render.live_tasks(view([worker(1, running=1, assigned=1)], [queued]))
+    assert choices == [
+        ("train-1-0 · running on tcp://10.0.0.1:8786", "train-1-0-0123"),
+        ("big · queued", "big-0123"),
+        ("wait-1-0 · waiting on tcp://10.0.0.1:8786", "wait-1-0-0123"),
+    ]
