@@ -263,16 +263,21 @@ def assigned_reason(request: Mapping[str, float], worker: WorkerSnapshot) -> str
     return "starting"
 
 
+def _name(key: Any, name: str | None) -> str:
+    """The name a record carries, or, where it left it out, the one its key implies."""
+    if name is not None:
+        return name
+    from dask.utils import key_split
+
+    return task_name(key, key_split(key))
+
+
 def decode_task(record: Sequence, worker: str | None = None) -> TaskInfo:
     """A task from the wire; ``worker`` is the address of the worker record it came in."""
     key, name, request, state, since = record[:5]
-    if name is None:
-        from dask.utils import key_split
-
-        name = task_name(key, key_split(key))
     return TaskInfo(
         key=key,
-        name=name,
+        name=_name(key, name),
         request=dict(request),
         state=_STATES[state],  # type: ignore[typeddict-item]
         since=since,
@@ -284,13 +289,9 @@ def decode_task(record: Sequence, worker: str | None = None) -> TaskInfo:
 def decode_ended(record: Sequence) -> EndedTask:
     """A task that ended, from the wire."""
     key, name, request, state, ended, worker, wall, peak_memory, error = record
-    if name is None:
-        from dask.utils import key_split
-
-        name = task_name(key, key_split(key))
     return EndedTask(
         key=key,
-        name=name,
+        name=_name(key, name),
         request=dict(request),
         state=_END_STATES[state],  # type: ignore[typeddict-item]
         worker=worker,
