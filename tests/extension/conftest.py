@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from conftest import free_port
 from pytest_jupyter.jupyter_server import *  # noqa: F403  (fixtures and hooks, this folder only)
 from traitlets.config import Config
 
@@ -20,6 +21,12 @@ from traitlets.config import Config
 def taskcell_config() -> dict:
     """Extra ``TaskcellExtension`` settings; tests override this fixture."""
     return {}
+
+
+@pytest.fixture
+def unreachable_address() -> str:
+    """A scheduler address nothing listens on."""
+    return f"tcp://127.0.0.1:{free_port()}"
 
 
 @pytest.fixture

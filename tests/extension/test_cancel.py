@@ -5,7 +5,6 @@ with a JSON message; a task the snapshot shows is stopped, against real ``dask s
 from __future__ import annotations
 
 import json
-import socket
 import uuid
 
 import pytest
@@ -59,10 +58,8 @@ async def test_an_unknown_cluster_is_a_404(jp_fetch, extension):
 
 class TestUnreachableCluster:
     @pytest.fixture
-    def address(self) -> str:
-        with socket.socket() as s:  # a port nothing listens on
-            s.bind(("127.0.0.1", 0))
-            return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    def address(self, unreachable_address) -> str:
+        return unreachable_address
 
     @pytest.fixture
     def taskcell_config(self, address) -> dict:

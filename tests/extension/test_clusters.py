@@ -5,7 +5,6 @@ there or go away."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import pytest
@@ -120,10 +119,8 @@ class TestConfiguredCluster:
 
 class TestUnreachableCluster:
     @pytest.fixture
-    def address(self) -> str:
-        with socket.socket() as s:  # a port nothing listens on
-            s.bind(("127.0.0.1", 0))
-            return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    def address(self, unreachable_address) -> str:
+        return unreachable_address
 
     @pytest.fixture
     def taskcell_config(self, address) -> dict:
