@@ -93,8 +93,10 @@ class CellProcesses:
                 )
             devices, self._free_devices = self._free_devices[:wanted], self._free_devices[wanted:]
             visible = None if gpus is None else ",".join(devices)
+            # The process that ran last still maps its cell's inputs (see runner.wire).
             process = next(
-                (p for p in self._idle if p.visible_devices == visible and p.alive()), None
+                (p for p in reversed(self._idle) if p.visible_devices == visible and p.alive()),
+                None,
             )
             if process is not None:
                 self._idle.remove(process)

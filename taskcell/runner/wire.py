@@ -3,9 +3,17 @@
 Small buffers cross the socket once, straight from their memory into a buffer the receiver
 allocates for them. Large ones (:data:`SHARE_MIN` and up) travel as shared memory: the cell
 process copies a large result once into a ``memfd`` segment and passes its file descriptor
-(``SCM_RIGHTS``); the worker maps it and keeps the value there. When a later cell reads that
-value, the worker passes the same segment again, and the cell process maps it copy-on-write:
-no copy, and a cell that changes its input changes only its own pages.
+(``SCM_RIGHTS``); the worker maps it and keeps the value there. When a later cell, in any of
+the worker's cell processes, reads that value, the worker passes the same segment again, and
+the cell process maps it copy-on-write: no copy, and a cell that changes its input changes only
+its own pages.
+
+A cell process keeps the mappings of one cell's inputs and results for the next cell: mapping
+a GiB costs tens of milliseconds of page faults, and unmapping it as much again, so a cell that
+reads a value the cell before it read or made finds its pages already mapped, unless that cell
+wrote to them. A result's pages are mapped while the process waits for its next cell.
+A segment the worker drops is truncated, so its memory is freed at once, even while a cell
+process still maps it.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import ctypes
 import mmap
 import os
 import pickle
+import signal
 import socket
 import struct
 import threading
@@ -29,24 +38,38 @@ _MAX_FDS = 64
 _HEAD = struct.Struct("!QII")  # pickle length, buffers, descriptors passed
 _ENTRY = struct.Struct("!QQq")  # buffer length, offset in its segment, descriptor index or -1
 _CHUNK = 1 << 24
+_PAGE = mmap.PAGESIZE
+_MADV_POPULATE_READ = 22
+_POPULATE_PIECE = 32 << 20
+_libc = ctypes.CDLL(None)
+#: For the top byte of a ``/proc/self/pagemap`` entry: 1 where the page is present (or swapped)
+#: and anonymous, which in a copy-on-write file mapping means this process wrote to it.
+_WRITTEN_PAGE = bytes(int(bool(b & 0xC0) and not b & 0x20) for b in range(256))
 
 
 class _Segments:
-    """The shared segments this process maps and may pass on: address range -> descriptor."""
+    """The shared segments the worker maps and may pass on: address range -> descriptor."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_start: dict[int, tuple[int, int]] = {}  # start address -> (end, fd)
 
-    def add(self, mapping: mmap.mmap, fd: int) -> None:
-        start = _address(mapping)
-        with self._lock:
-            self._by_start[start] = (start + len(mapping), fd)
-        weakref.finalize(mapping, self._drop, start)
+    def map(self, fds: list[int]) -> list[memoryview]:
+        """The segments of one message, mapped shared and kept until no value uses them."""
+        views = []
+        for fd in fds:
+            mapping = mmap.mmap(fd, os.fstat(fd).st_size)
+            start = _address(mapping)
+            with self._lock:
+                self._by_start[start] = (start + len(mapping), fd)
+            weakref.finalize(mapping, self._drop, start)
+            views.append(memoryview(mapping))
+        return views
 
     def _drop(self, start: int) -> None:
         with self._lock:
             _, fd = self._by_start.pop(start)
+        os.ftruncate(fd, 0)  # frees the memory, whatever cell processes still map it
         os.close(fd)
 
     def find(self, buffer: memoryview) -> tuple[int, int] | None:
@@ -60,6 +83,66 @@ class _Segments:
                 if start <= address and address + buffer.nbytes <= end:
                     return fd, address - start
         return None
+
+
+#: The worker's segments, whichever cell process's channel brought them.
+_KEPT = _Segments()
+
+
+class _Inputs:
+    """The segments a cell process maps copy-on-write, kept from one cell to the next."""
+
+    def __init__(self) -> None:
+        self._by_file: dict[tuple[int, int], mmap.mmap] = {}
+
+    def map(self, fds: list[int]) -> list[memoryview]:
+        """The segments of one message, reusing the previous message's mappings where their
+        pages are untouched; mappings this message does not use are let go."""
+        previous, self._by_file = self._by_file, {}
+        views = []
+        for fd in fds:
+            stat = os.fstat(fd)
+            file = (stat.st_dev, stat.st_ino)
+            mapping = self._by_file.get(file)
+            if mapping is None:
+                mapping = previous.pop(file, None)
+            if mapping is None or _written(mapping):
+                mapping = mmap.mmap(fd, stat.st_size, access=mmap.ACCESS_COPY)
+            os.close(fd)
+            self._by_file[file] = mapping
+            views.append(memoryview(mapping))
+        return views
+
+    def keep_made(self, fds: list[int]) -> None:
+        """Keep the segments this process made for a cell's results mapped for the next
+        message, their pages mapped meanwhile: the next cell here often reads them."""
+        for fd in fds:
+            stat = os.fstat(fd)
+            mapping = mmap.mmap(fd, stat.st_size, access=mmap.ACCESS_COPY)
+            self._by_file[(stat.st_dev, stat.st_ino)] = mapping
+            threading.Thread(target=_populate, args=(mapping,), daemon=True).start()
+
+
+def _populate(mapping: mmap.mmap) -> None:
+    """Map every page of ``mapping`` for reading (a no-op before Linux 5.14), last pages first:
+    a cell that starts meanwhile reads from the first. By pieces, so that the process's own
+    ``mmap`` calls wait for one piece at most; through ctypes, which lets go of the GIL."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # interrupts are the cell's
+    start = _address(mapping)
+    for offset in reversed(range(0, len(mapping), _POPULATE_PIECE)):
+        length = min(_POPULATE_PIECE, len(mapping) - offset)
+        _libc.madvise(ctypes.c_void_p(start + offset), ctypes.c_size_t(length), _MADV_POPULATE_READ)
+
+
+def _written(mapping: mmap.mmap) -> bool:
+    """Whether this process wrote to any page of a copy-on-write ``mapping``."""
+    try:
+        with open("/proc/self/pagemap", "rb") as pagemap:
+            pagemap.seek(_address(mapping) // _PAGE * 8)
+            entries = pagemap.read(-(-len(mapping) // _PAGE) * 8)
+    except OSError:
+        return True
+    return b"\x01" in entries[7::8].translate(_WRITTEN_PAGE)
 
 
 def _address(buffer: Any) -> int:
@@ -89,7 +172,7 @@ class Channel:
 
     def __init__(self, sock: socket.socket, keeps_values: bool = False) -> None:
         self.sock = sock
-        self._keeps = _Segments() if keeps_values else None
+        self._values = _KEPT if keeps_values else _Inputs()
         self._sending = threading.Lock()
 
     def send(self, message: Any) -> None:
@@ -116,6 +199,8 @@ class Channel:
                 for raw, entry in zip(raws, entries, strict=True):
                     if _ENTRY.unpack(entry)[2] < 0:
                         self.sock.sendall(raw)
+            if isinstance(self._values, _Inputs):
+                self._values.keep_made(made)
         finally:
             for fd in made:
                 os.close(fd)
@@ -124,8 +209,8 @@ class Channel:
         """Where a large buffer already is, or a new segment for it; None: send it inline."""
         if raw.nbytes < SHARE_MIN:
             return None
-        if self._keeps is not None:
-            return self._keeps.find(raw)
+        if isinstance(self._values, _Segments):
+            return self._values.find(raw)
         made.append(_segment_of(raw))
         return made[-1], 0
 
@@ -138,22 +223,12 @@ class Channel:
         length, count, _ = _HEAD.unpack(head)
         entries = [_ENTRY.unpack(self._exactly(_ENTRY.size)) for _ in range(count)]
         payload = self._exactly(length)
-        segments = [self._map(fd) for fd in fds]
+        segments = self._values.map(fds)
         buffers = [
             self._exactly(size) if index < 0 else segments[index][offset : offset + size]
             for size, offset, index in entries
         ]
         return pickle.loads(payload, buffers=buffers)
-
-    def _map(self, fd: int) -> memoryview:
-        size = os.fstat(fd).st_size
-        if self._keeps is None:
-            mapping = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
-            os.close(fd)
-        else:
-            mapping = mmap.mmap(fd, size)
-            self._keeps.add(mapping, fd)
-        return memoryview(mapping)
 
     def _exactly(self, n: int) -> bytearray:
         buffer = bytearray(n)

@@ -27,6 +27,18 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def segment_of(array: np.ndarray) -> tuple[str, str]:
+    """The ``/proc/self/map_files`` path of the mapping holding ``array``, and what it maps."""
+    address = array.ctypes.data
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            span, *_, what = line.split(maxsplit=5)
+            start, end = (int(a, 16) for a in span.split("-"))
+            if start <= address < end:
+                return f"/proc/self/map_files/{span}", what
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
 def passed(sender: Channel, receiver: Channel, message: object) -> object:
     """``message`` sent on one end and received on the other (a thread sends: the socket's
     buffer holds less than a large message)."""
@@ -57,12 +69,44 @@ def test_a_kept_value_passed_to_a_later_cell_is_its_own_copy_on_write(ends):
     assert passed(worker, cell, {"big": kept})["big"][0] == 0
 
 
-def test_a_kept_value_frees_its_segment_when_dropped(ends):
+def test_a_later_cell_reading_the_same_value_finds_it_mapped(ends):
+    worker, cell = ends
+    kept = passed(cell, worker, np.ones(SHARE_MIN))
+    first = passed(worker, cell, {"big": kept})["big"]
+    again = passed(worker, cell, {"big": kept})["big"]
+    assert again.ctypes.data == first.ctypes.data  # the same pages, not mapped anew
+    again[0] = 7  # a cell that writes to its input
+    fresh = passed(worker, cell, {"big": kept})["big"]
+    assert fresh.ctypes.data != again.ctypes.data and fresh[0] == 1
+
+
+def test_a_value_made_in_one_cell_process_reaches_another_as_shared_memory():
+    pairs = [socket.socketpair() for _ in range(2)]
+    (worker_a, cell_a), (worker_b, cell_b) = [
+        (Channel(ours, keeps_values=True), Channel(theirs)) for ours, theirs in pairs
+    ]
+    try:
+        kept = passed(cell_a, worker_a, np.arange(SHARE_MIN, dtype=np.float64))
+        seen = passed(worker_b, cell_b, {"big": kept})["big"]
+        assert "memfd:taskcell-value" in segment_of(seen)[1]
+        np.testing.assert_array_equal(seen, kept)
+    finally:
+        for end in (worker_a, cell_a, worker_b, cell_b):
+            end.close()
+
+
+def test_a_dropped_value_frees_its_memory_even_where_a_cell_process_maps_it(ends):
     worker, cell = ends
     before = open_fds()
     kept = passed(cell, worker, np.ones(SHARE_MIN))
-    assert open_fds() > before
+    seen = passed(worker, cell, {"big": kept})["big"]
+    segment = segment_of(seen)[0]
+    assert os.stat(segment).st_size == SHARE_MIN * 8
     del kept
+    gc.collect()
+    assert os.stat(segment).st_size == 0  # the worker let go: its pages are freed
+    del seen
+    passed(worker, cell, "the next cell")  # lets go of the last cell's mappings
     gc.collect()
     assert open_fds() == before
 
