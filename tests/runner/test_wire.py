@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -37,6 +39,16 @@ def segment_of(array: np.ndarray) -> tuple[str, str]:
             if start <= address < end:
                 return f"/proc/self/map_files/{span}", what
     raise AssertionError(f"no mapping holds {address:#x}")
+
+
+def all_pages_mapped(array: np.ndarray) -> bool:
+    """Whether every page under ``array`` is mapped in this process (``/proc/self/pagemap``)."""
+    page = mmap.PAGESIZE
+    first, last = array.ctypes.data // page, (array.ctypes.data + array.nbytes - 1) // page
+    with open("/proc/self/pagemap", "rb") as pagemap:
+        pagemap.seek(first * 8)
+        entries = pagemap.read((last - first + 1) * 8)
+    return all(flags & 0x80 for flags in entries[7::8])
 
 
 def passed(sender: Channel, receiver: Channel, message: object) -> object:
@@ -78,6 +90,17 @@ def test_a_later_cell_reading_the_same_value_finds_it_mapped(ends):
     again[0] = 7  # a cell that writes to its input
     fresh = passed(worker, cell, {"big": kept})["big"]
     assert fresh.ctypes.data != again.ctypes.data and fresh[0] == 1
+
+
+def test_a_cell_processs_own_result_is_mapped_for_its_next_cell(ends):
+    worker, cell = ends
+    kept = passed(cell, worker, np.ones(SHARE_MIN))
+    seen = passed(worker, cell, {"big": kept})["big"]  # untouched here: any page mapped was
+    deadline = time.monotonic() + 60  # mapped by the cell process while it waited
+    while not all_pages_mapped(seen):
+        assert time.monotonic() < deadline, "the cell's own result was not mapped for reading"
+        time.sleep(0.01)
+    np.testing.assert_array_equal(seen, kept)
 
 
 def test_a_value_made_in_one_cell_process_reaches_another_as_shared_memory():
