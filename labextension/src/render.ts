@@ -12,6 +12,7 @@ import {
   type IBarView,
   type IEndedView,
   type IGroupView,
+  type IPoolView,
   type IStripView,
   type ITaskView,
   type IWorkerView
@@ -189,6 +190,31 @@ function renderGroup(group: IGroupView, actions?: ITaskActions): HTMLElement {
   return box;
 }
 
+/** A pool: its title, shape and counts, then each worker it started with its state. */
+function renderPool(pool: IPoolView): HTMLElement {
+  const box = el('div', 'jp-taskcell-pool');
+  box.dataset.name = pool.name;
+  box.append(
+    el('h4', 'jp-taskcell-pool-title', pool.title),
+    el('p', 'jp-taskcell-pool-shape', pool.shape),
+    el('p', 'jp-taskcell-more jp-taskcell-pool-detail', pool.detail)
+  );
+  const list = el('ul', 'jp-taskcell-pool-workers');
+  for (const worker of pool.workers) {
+    const item = el('li', `jp-taskcell-pool-worker jp-taskcell-pool-worker-${worker.state}`);
+    item.dataset.name = worker.name;
+    item.dataset.state = worker.state;
+    item.title = worker.title;
+    item.append(
+      el('span', 'jp-taskcell-pool-worker-name', worker.name),
+      el('span', 'jp-taskcell-pool-worker-state', worker.label)
+    );
+    list.append(item);
+  }
+  box.append(list);
+  return box;
+}
+
 /**
  * The snapshot as the notebook panel shows it too; `now` (Unix seconds) dates the waits, and
  * `actions`, when given, puts a cancel button on every running and waiting task.
@@ -224,6 +250,12 @@ export function renderSnapshot(
   }
   view.groups.forEach(group => workers.append(renderGroup(group, actions)));
   root.append(workers);
+
+  if (view.pools.length) {
+    const pools = el('section', 'jp-taskcell-pools');
+    pools.append(el('h3', 'jp-taskcell-heading', view.pools_title), ...view.pools.map(renderPool));
+    root.append(pools);
+  }
 
   const queue = el('section', 'jp-taskcell-queue');
   queue.append(el('h3', 'jp-taskcell-heading', view.waiting_title));

@@ -35,6 +35,13 @@ export type TaskState = 'running' | 'assigned' | 'queued';
  */
 export type EndState = 'finished' | 'failed' | 'cancelled';
 
+/**
+ * A pool's worker: starting: asked for, not connected yet; running: connected; retiring:
+ * being retired; retired: retired and stopped; failed: it did not connect, or not with its
+ * pool's shape. (`taskcell.cluster.provision` writes them.)
+ */
+export type PoolWorkerState = 'starting' | 'running' | 'retiring' | 'retired' | 'failed';
+
 /** One resource on one worker (or summed over the cluster). Never negative. */
 export interface IResourceUse {
   resource: string;
@@ -111,6 +118,42 @@ export interface IUsageStrip {
 }
 
 /**
+ * A worker a pool started, as its kernel last published it.
+ *
+ * `started` says what was started (`pid 4242`, `SLURM job 17`; empty until it is);
+ * `since` (Unix time) when it entered its state; `idle_since` since when a running worker
+ * has had nothing to run (null while it runs something, and in other states); `error` why
+ * it failed or retired, else null.
+ */
+export interface IPoolWorker {
+  name: string;
+  state: PoolWorkerState;
+  started: string;
+  address: string | null;
+  since: number;
+  idle_since: number | null;
+  error: string | null;
+}
+
+/**
+ * A pool of one kernel: its shape, its limit, what waits for it, the workers it started.
+ *
+ * `kernel` is the id of the kernel that started them (its client's id outside a kernel): a
+ * pool of the same name in two kernels is listed twice. `resources` is what its workers
+ * advertise; `waiting` counts the tasks claimed for it and not on a worker yet;
+ * `workers` holds its live workers and the last of those that ended.
+ */
+export interface IPoolInfo {
+  kernel: string;
+  name: string;
+  backend: string;
+  resources: Record<string, number>;
+  max_workers: number;
+  waiting: number;
+  workers: IPoolWorker[];
+}
+
+/**
  * The whole cluster at one moment.
  *
  * `seq` increases by one with every change the scheduler publishes; two snapshots with the
@@ -131,6 +174,8 @@ export interface ISnapshot {
   /** One per resource, from the scheduler's occupancy history (empty without one). */
   strips: IUsageStrip[];
   dashboard: string | null;
+  /** The pools whose workers connected kernels started, kernel by kernel. */
+  pools: IPoolInfo[];
 }
 
 /** Whether one live worker can run a suggested request, and if not, what it lacks. */
@@ -194,6 +239,9 @@ export const RUNNING_SHOWN = 4;
 
 /** Most waiting tasks listed; the rest are counted. */
 export const WAITING_ROWS = 50;
+
+/** Characters of a kernel's id a pool's title shows, where two kernels have a pool of its name. */
+export const KERNEL_SHOWN = 8;
 
 /** The legend's words for the solid part of a bar. */
 export const LEGEND_RUNNING = 'running';
@@ -281,6 +329,31 @@ export interface IStripView {
   title: string;
 }
 
+/** A worker a pool started, as a line. */
+export interface IPoolWorkerView {
+  name: string;
+  state: PoolWorkerState;
+  /**
+   * "starting for 12s (pid 4242)", "running", "idle 1m05s", "retiring", "retired",
+   * "retired: the kernel closed", "failed: <why>".
+   */
+  label: string;
+  /** Its tooltip: what was started and its address, else its name. */
+  title: string;
+}
+
+/** A pool of one kernel: its title, shape, counts and workers. */
+export interface IPoolView {
+  name: string;
+  /** "a100x2 · slurm", and " · kernel 1f2e3d4c" where another kernel has an a100x2 too. */
+  title: string;
+  /** What its workers advertise: "CPU=8, MEMORY=32 GiB, GPU=2, GPU-A100=2". */
+  shape: string;
+  /** "1 of 2 workers · 3 tasks waiting": its workers starting, running or retiring. */
+  detail: string;
+  workers: IPoolWorkerView[];
+}
+
 /** A whole snapshot as it is shown. */
 export interface ISnapshotView {
   /** "2 workers · 1 running · 1 waiting on workers · 0 queued". */
@@ -305,4 +378,8 @@ export interface ISnapshotView {
   strips: IStripView[];
   /** The link to the scheduler's Dask dashboard, or null. */
   dashboard: string | null;
+  /** "Pools: 2". */
+  pools_title: string;
+  /** The pools whose workers kernels started; none: no pool section is shown. */
+  pools: IPoolView[];
 }

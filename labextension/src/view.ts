@@ -10,6 +10,7 @@ import {
   BYTE_RESOURCES,
   FOLD_NAMES,
   IDLE_ROWS,
+  KERNEL_SHOWN,
   RUNNING_SHOWN,
   STRIP_SECONDS,
   STRIP_STEPS,
@@ -18,6 +19,10 @@ import {
   type IEndedTask,
   type IEndedView,
   type IGroupView,
+  type IPoolInfo,
+  type IPoolView,
+  type IPoolWorker,
+  type IPoolWorkerView,
   type IResourceUse,
   type ISnapshot,
   type ISnapshotView,
@@ -252,6 +257,40 @@ export function stripView(
   return { resource, shares, title };
 }
 
+/** One pool worker's line, how long it has started or idled measured up to `now`. */
+export function poolWorkerView(worker: IPoolWorker, now: number): IPoolWorkerView {
+  const { state, error } = worker;
+  let label: string = state;
+  if (state === 'starting') {
+    label = `starting for ${duration(now - worker.since)}`;
+    label += worker.started ? ` (${worker.started})` : '';
+  } else if (state === 'running' && worker.idle_since !== null) {
+    label = `idle ${duration(now - worker.idle_since)}`;
+  } else if ((state === 'retired' || state === 'failed') && error) {
+    label = `${state}: ${error}`;
+  }
+  const title = [worker.started, worker.address].filter(Boolean).join(' · ') || worker.name;
+  return { name: worker.name, state, label, title };
+}
+
+/** One pool's lines; `shared`: another listed pool has its name, so its kernel is named. */
+export function poolView(pool: IPoolInfo, shared: boolean, now: number): IPoolView {
+  let title = `${pool.name} · ${pool.backend}`;
+  if (shared) {
+    title += ` · kernel ${pool.kernel.slice(0, KERNEL_SHOWN)}`;
+  }
+  const active = pool.workers.filter(w => ['starting', 'running', 'retiring'].includes(w.state));
+  return {
+    name: pool.name,
+    title,
+    shape: requestLabel(pool.resources),
+    detail:
+      `${active.length} of ${plural(pool.max_workers, 'worker')} · ` +
+      `${plural(pool.waiting, 'task')} waiting`,
+    workers: pool.workers.map(w => poolWorkerView(w, now))
+  };
+}
+
 /** The whole snapshot as shown, waits measured up to `now` (Unix time, in seconds). */
 export function snapshotView(snapshot: ISnapshot, now: number): ISnapshotView {
   const workers = snapshot.workers;
@@ -267,6 +306,8 @@ export function snapshotView(snapshot: ISnapshot, now: number): ISnapshotView {
   const names = new Map(workers.map(w => [w.address, label(w)] as [string, string]));
   const byResource = new Map(snapshot.strips.map(s => [s.resource, s] as [string, IUsageStrip]));
   const totals = snapshot.totals.map(barView);
+  const poolNames = snapshot.pools.map(p => p.name);
+  const shared = (name: string) => poolNames.filter(n => n === name).length > 1;
   return {
     summary:
       `${plural(workers.length, 'worker')} · ${running} running · ${assigned} waiting on ` +
@@ -283,6 +324,8 @@ export function snapshotView(snapshot: ISnapshot, now: number): ISnapshotView {
     strips: totals.map(b =>
       stripView(b.resource, byResource.get(b.resource), b.running_share, now)
     ),
-    dashboard: snapshot.dashboard
+    dashboard: snapshot.dashboard,
+    pools_title: `Pools: ${snapshot.pools.length}`,
+    pools: snapshot.pools.map(p => poolView(p, shared(p.name), now))
   };
 }

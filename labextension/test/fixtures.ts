@@ -56,7 +56,8 @@ export function gpuSnapshot(running = 1): ISnapshot {
     queued: 0,
     recent: [],
     strips: [],
-    dashboard: null
+    dashboard: null,
+    pools: []
   };
 }
 

@@ -55,5 +55,17 @@ describe.each(all)('$name', ({ snapshot, view }) => {
     expect(root.querySelector<HTMLAnchorElement>('.jp-taskcell-dashboard')?.href ?? null).toBe(
       view.dashboard
     );
+    expect(texts(root, '.jp-taskcell-pools .jp-taskcell-heading')).toEqual(
+      view.pools.length ? [view.pools_title] : []
+    );
+    expect(texts(root, '.jp-taskcell-pool-title')).toEqual(view.pools.map(p => p.title));
+    expect(texts(root, '.jp-taskcell-pool-shape')).toEqual(view.pools.map(p => p.shape));
+    expect(texts(root, '.jp-taskcell-pool-detail')).toEqual(view.pools.map(p => p.detail));
+    expect(texts(root, '.jp-taskcell-pool-worker-state')).toEqual(
+      view.pools.flatMap(p => p.workers.map(w => w.label))
+    );
+    expect(
+      [...root.querySelectorAll<HTMLElement>('.jp-taskcell-pool-worker')].map(w => w.dataset.state)
+    ).toEqual(view.pools.flatMap(p => p.workers.map(w => w.state)));
   });
 });

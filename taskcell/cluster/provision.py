@@ -60,7 +60,7 @@ __all__ = [
     "waiting_status",
 ]
 
-#: The Dask event topic each change of a kernel's pools is logged on, for the sidebar.
+#: The Dask event topic each change of a kernel's pools is logged on, for panel and sidebar.
 TOPIC = "taskcell-pools"
 #: Ended (retired or failed) workers kept in the state shown, per pool.
 ENDED_KEPT = 10
@@ -314,11 +314,9 @@ class Provisioner:
             w.idle_since = None
             self._spawn(self._stop(w))
             self._changed = True
-        if w.state == "running":
-            if w.address in busy:
-                w.idle_since = None
-            elif w.idle_since is None:
-                w.idle_since = now
+        if w.state == "running" and (w.address in busy) == (w.idle_since is not None):
+            w.idle_since = None if w.address in busy else now
+            self._changed = True  # the panel and the sidebar show how long it has idled
 
     def _starts(self) -> list[_Worker]:
         """The workers to start now: what claimed tasks need beyond what is on its way."""
@@ -437,14 +435,15 @@ class Provisioner:
         task.add_done_callback(self._tasks.discard)
 
     async def _publish(self) -> None:
-        """Log the pools' state on :data:`TOPIC` when it changed, for the sidebar."""
+        """Log the pools' state on :data:`TOPIC` when it changed, for the panel and the sidebar."""
         from taskcell.cluster.registry import this_kernel_id
 
         if not self._changed:
             return
         self._changed = False
         state = self.state([])
-        await self.client.log_event(TOPIC, {"kernel": this_kernel_id(), "pools": state})
+        event = {"kernel": this_kernel_id(), "client": self.client.id, "pools": state}
+        await self.client.log_event(TOPIC, event)
 
     async def _shutdown(self) -> None:
         self._closing = True
@@ -519,8 +518,9 @@ def pool_state(client: Client) -> list[PoolState]:
 
 def published_pools(client: Client) -> dict[str, list[PoolState]]:
     """The latest pools each kernel logged on ``client``'s scheduler (:data:`TOPIC`), by kernel
-    id: what the Jupyter server shows, since it never asks a kernel. To follow changes, subscribe
-    with ``client.subscribe_topic(TOPIC, ...)``; each event is ``{"kernel", "pools"}``."""
+    id. To follow changes, subscribe with ``client.subscribe_topic(TOPIC, ...)``; each event is
+    ``{"kernel", "client", "pools"}``, ``client`` the id of the provisioner's own client. The
+    occupancy snapshot carries them too (:mod:`taskcell.planner.schema`)."""
     latest: dict[str, list[PoolState]] = {}
     for _, event in client.get_events(TOPIC):
         latest[str(event["kernel"])] = event["pools"]

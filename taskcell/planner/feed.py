@@ -252,6 +252,7 @@ class OccupancyFeed:
         self._queued = 0
         self._totals: dict[str, list] = {}
         self._recent: list = []
+        self._pools: list = []
         self._dashboard_port: int | None = None
         self._dashboard: str | None = None
         #: History samples covering the strips' span, oldest first (see :meth:`_sample`).
@@ -340,6 +341,8 @@ class OccupancyFeed:
                 self._queue = update["queue"]
             if update["recent"] is not None:
                 self._recent = update["recent"]
+            if update["pools"] is not None:
+                self._pools = update["pools"]
             self._queued = update["queued"]
             self._totals = update["totals"]
             if update["dashboard"] != self._dashboard_port:
@@ -389,6 +392,7 @@ class OccupancyFeed:
                 list(self._recent),
                 list(self._samples),
                 self._dashboard,
+                list(self._pools),
             )
         return wire.snapshot(*args)
 

@@ -14,6 +14,11 @@ transitions and from what the cells' workers report on their kernels' topics, wh
 plugin's ``log_event`` hook sees as the scheduler receives them, and publishes them with the
 occupancy.
 
+And it keeps the pools whose workers each kernel started (:mod:`taskcell.cluster.provision`),
+from the ``taskcell-pools`` events their provisioners log (those logged before it started
+included), and publishes them too, until the client that logged them leaves the scheduler: a
+kernel that exited stopped its pools' workers, and a killed one left them as plain workers.
+
 Why a worker plugin: the scheduler learns which tasks run only from heartbeats (every 0.5 s to
 several seconds, and not at all in ``transition``). Dask's ``WorkerState.used_resources`` counts
 every task *assigned* to a worker, running or waiting there, and work stealing moves tasks without
@@ -26,7 +31,8 @@ Its messages are compact lists, built and read by :mod:`taskcell.planner.wire`, 
 This module is shipped to the scheduler by value (cloudpickle), with :mod:`taskcell.planner.ended`,
 :mod:`taskcell.planner.wire` and :mod:`taskcell.planner.amounts`, so a scheduler without taskcell
 installed can run it: what it uses at run time is the standard library, dask, distributed, the
-wire's encoding functions, the one amount formatter and the schema's constants.
+wire's encoding functions, the one amount formatter, the schema's constants and the pools'
+event topic.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 from distributed.metrics import time
 
+from taskcell.cluster.provision import TOPIC as POOLS_TOPIC
 from taskcell.planner.amounts import shortfall, show_amount
 from taskcell.planner.ended import EndedTasks
 from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER, THREADS
@@ -48,6 +55,7 @@ from taskcell.planner.wire import (
     amount,
     history_message,
     pack,
+    pool_record,
     request_record,
     sample_record,
     sum_totals,
@@ -170,6 +178,10 @@ class OccupancyPlugin(SchedulerPlugin):
         self.history: deque = deque(maxlen=getattr(self, "history_length", 3600))
         self.ended = EndedTasks()
         self.published_recent: list = []
+        #: provisioner's client id -> its kernel's pools on the wire
+        self.pools: dict[str, list] = {}
+        self.pools_changed = False
+        self.published_pools: list = []
         self.dashboard: int | None = None
         self._last_check = 0.0
         self._last_sweep = 0.0
@@ -205,10 +217,10 @@ class OccupancyPlugin(SchedulerPlugin):
 
     def restart(self, scheduler: Scheduler) -> None:
         kept = self.subscribers, self.seq, self.epoch, self.dashboard, self.published_recent
-        recent = self.ended.recent
+        recent, pools, published_pools = self.ended.recent, self.pools, self.published_pools
         self._reset()
         self.subscribers, self.seq, self.epoch, self.dashboard, self.published_recent = kept
-        self.ended.recent = recent
+        self.ended.recent, self.pools, self.published_pools = recent, pools, published_pools
         self.dirty.update(scheduler.workers)
 
     def _dashboard_port(self) -> int | None:
@@ -241,6 +253,9 @@ class OccupancyPlugin(SchedulerPlugin):
                 self.queue[ts.state][ts.key] = now
                 self.ended.follow(ts)
         self.ended.seed(self.scheduler.get_events(), self.scheduler.tasks)
+        for at, msg in self.scheduler.get_events(POOLS_TOPIC):
+            if isinstance(msg, dict) and msg.get("client") in self.scheduler.clients:
+                self._pools_event(msg, at)
 
     # -- what the scheduler tells us ---------------------------------------------------------
 
@@ -295,9 +310,14 @@ class OccupancyPlugin(SchedulerPlugin):
 
     def remove_client(self, scheduler: Scheduler, client: str) -> None:
         self.subscribers.discard(client)
+        if self.pools.pop(client, None) is not None:
+            self.pools_changed = True
 
     def log_event(self, topic: str, msg: Any) -> None:
         if not isinstance(msg, dict) or self.scheduler is None:
+            return
+        if topic == POOLS_TOPIC:
+            self._pools_event(msg, time())
             return
         if self.ended.event(msg) or topic != STARTED_TOPIC:
             return
@@ -310,6 +330,19 @@ class OccupancyPlugin(SchedulerPlugin):
             self.running.setdefault(address, {})[ts.key] = started
             self.where[ts.key] = address  # work stealing may have moved it here unannounced
             self.dirty.add(address)
+
+    def _pools_event(self, msg: dict, at: float) -> None:
+        """Take the pools a kernel's provisioner published at ``at``; ignore a malformed event."""
+        client = msg.get("client")
+        if not isinstance(client, str):
+            return
+        try:
+            records = [pool_record(str(msg.get("kernel") or client), p, at) for p in msg["pools"]]
+        except (KeyError, TypeError):
+            return
+        if records != self.pools.get(client):
+            self.pools[client] = records
+            self.pools_changed = True
 
     # -- handlers clients call ---------------------------------------------------------------
 
@@ -346,6 +379,7 @@ class OccupancyPlugin(SchedulerPlugin):
             self.totals,
             self.published_recent,
             self.dashboard,
+            self.published_pools,
             full=True,
         )
 
@@ -392,7 +426,11 @@ class OccupancyPlugin(SchedulerPlugin):
         if self.ended.changed:
             self.ended.changed = False
             recent = self.published_recent = self.ended.records()
-        if not changed and not removed and queue is None and recent is None:
+        pools = None
+        if self.pools_changed:
+            self.pools_changed = False
+            pools = self.published_pools = [p for ps in self.pools.values() for p in ps]
+        if not changed and not removed and queue is None and recent is None and pools is None:
             return None
         self.seq += 1
         self.totals = sum_totals(self.published.values())
@@ -410,6 +448,7 @@ class OccupancyPlugin(SchedulerPlugin):
             self.totals,
             recent,
             self.dashboard,
+            pools,
             full=False,
         )
         if self.subscribers:

@@ -21,6 +21,9 @@ Besides the moment, a snapshot carries the recent past: per resource, the share 
 running tasks held in each of the last :data:`STRIP_STEPS` steps of :data:`STRIP_SECONDS`
 seconds (``strips``), from the scheduler's occupancy history.
 
+It also carries the pools of :mod:`taskcell.cluster.provision` whose workers a kernel started,
+as each kernel last published them, for as long as that kernel's client is connected.
+
 The planner's answers travel as JSON too: :class:`SuggestionInfo` (``suggest(...).to_dict()``)
 and :class:`HintInfo` (``review(...)[i].to_dict()``).
 
@@ -54,6 +57,12 @@ TaskState = Literal["running", "assigned", "queued"]
 #: finished: it returned; failed: it raised (or its worker died under it too often);
 #: cancelled: it was cancelled before it ended, or interrupted on its worker.
 EndState = Literal["finished", "failed", "cancelled"]
+
+
+#: A pool's worker: starting: asked for, not connected yet; running: connected; retiring:
+#: being retired; retired: retired and stopped; failed: it did not connect, or not with its
+#: pool's shape. (:mod:`taskcell.cluster.provision` writes them.)
+PoolWorkerState = Literal["starting", "running", "retiring", "retired", "failed"]
 
 
 class ResourceUse(TypedDict):
@@ -131,6 +140,42 @@ class UsageStrip(TypedDict):
     shares: list[float | None]
 
 
+class PoolWorker(TypedDict):
+    """A worker a pool started, as its kernel last published it.
+
+    ``started`` says what was started (``pid 4242``, ``SLURM job 17``; empty until it is);
+    ``since`` (Unix time) when it entered its state; ``idle_since`` since when a running worker
+    has had nothing to run (None while it runs something, and in other states); ``error`` why
+    it failed or retired, else None.
+    """
+
+    name: str
+    state: PoolWorkerState
+    started: str
+    address: str | None
+    since: float
+    idle_since: float | None
+    error: str | None
+
+
+class PoolInfo(TypedDict):
+    """A pool of one kernel: its shape, its limit, what waits for it, the workers it started.
+
+    ``kernel`` is the id of the kernel that started them (its client's id outside a kernel): a
+    pool of the same name in two kernels is listed twice. ``resources`` is what its workers
+    advertise; ``waiting`` counts the tasks claimed for it and not on a worker yet;
+    ``workers`` holds its live workers and the last of those that ended.
+    """
+
+    kernel: str
+    name: str
+    backend: str
+    resources: dict[str, float]
+    max_workers: int
+    waiting: int
+    workers: list[PoolWorker]
+
+
 class Snapshot(TypedDict):
     """The whole cluster at one moment.
 
@@ -152,6 +197,8 @@ class Snapshot(TypedDict):
     #: One per resource, from the scheduler's occupancy history (empty without one).
     strips: list[UsageStrip]
     dashboard: str | None
+    #: The pools whose workers connected kernels started, kernel by kernel.
+    pools: list[PoolInfo]
 
 
 class WorkerVerdict(TypedDict):

@@ -24,6 +24,11 @@ The rules, stated once:
   name where it is still connected), how long it ran, its peak memory, how long ago, its error.
 - A strip per resource of the totals shows, step by step over the last minutes, the highest
   share running tasks held; steps after the snapshot's last one hold its current share.
+- Pools are listed in the snapshot's order, each titled with its name and backend (and the
+  first :data:`KERNEL_SHOWN` characters of its kernel's id where another listed pool has its
+  name), its shape, how many of its ``max_workers`` are starting, running or retiring, and how
+  many tasks wait for it; then its workers as published, each with its state: starting for how
+  long, running, idle for how long, retiring, retired or failed (with the reason).
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ from taskcell.planner.schema import (
     STRIP_STEPS,
     EndedTask,
     EndState,
+    PoolInfo,
+    PoolWorker,
+    PoolWorkerState,
     ResourceUse,
     Snapshot,
     TaskInfo,
@@ -54,6 +62,8 @@ FOLD_NAMES = 12
 RUNNING_SHOWN = 4
 #: Most waiting tasks listed; the rest are counted.
 WAITING_ROWS = 50
+#: Characters of a kernel's id a pool's title shows, where two kernels have a pool of its name.
+KERNEL_SHOWN = 8
 #: The legend's words for the solid part of a bar.
 LEGEND_RUNNING = "running"
 #: The legend's words for the hatched part of a bar.
@@ -146,6 +156,31 @@ class StripView(TypedDict):
     title: str
 
 
+class PoolWorkerView(TypedDict):
+    """A worker a pool started, as a line."""
+
+    name: str
+    state: PoolWorkerState
+    #: "starting for 12s (pid 4242)", "running", "idle 1m05s", "retiring", "retired",
+    #: "retired: the kernel closed", "failed: <why>".
+    label: str
+    #: Its tooltip: what was started and its address, else its name.
+    title: str
+
+
+class PoolView(TypedDict):
+    """A pool of one kernel: its title, shape, counts and workers."""
+
+    name: str
+    #: "a100x2 · slurm", and " · kernel 1f2e3d4c" where another kernel has an a100x2 too.
+    title: str
+    #: What its workers advertise: "CPU=8, MEMORY=32 GiB, GPU=2, GPU-A100=2".
+    shape: str
+    #: "1 of 2 workers · 3 tasks waiting": its workers starting, running or retiring.
+    detail: str
+    workers: list[PoolWorkerView]
+
+
 class SnapshotView(TypedDict):
     """A whole snapshot as it is shown."""
 
@@ -171,6 +206,10 @@ class SnapshotView(TypedDict):
     strips: list[StripView]
     #: The link to the scheduler's Dask dashboard, or None.
     dashboard: str | None
+    #: "Pools: 2".
+    pools_title: str
+    #: The pools whose workers kernels started; none: no pool section is shown.
+    pools: list[PoolView]
 
 
 def plural(n: int, word: str) -> str:
@@ -349,6 +388,39 @@ def strip_view(resource: str, strip: UsageStrip | None, current: float, now: flo
     return StripView(resource=resource, shares=shares, title=title)
 
 
+def pool_worker_view(worker: PoolWorker, now: float) -> PoolWorkerView:
+    """One pool worker's line, how long it has started or idled measured up to ``now``."""
+    state, error = worker["state"], worker["error"]
+    if state == "starting":
+        label = f"starting for {duration(now - worker['since'])}"
+        label += f" ({worker['started']})" if worker["started"] else ""
+    elif state == "running" and worker["idle_since"] is not None:
+        label = f"idle {duration(now - worker['idle_since'])}"
+    elif state in ("retired", "failed") and error:
+        label = f"{state}: {error}"
+    else:
+        label = state
+    title = " · ".join(t for t in (worker["started"], worker["address"]) if t) or worker["name"]
+    return PoolWorkerView(name=worker["name"], state=state, label=label, title=title)
+
+
+def pool_view(pool: PoolInfo, shared: bool, now: float) -> PoolView:
+    """One pool's lines; ``shared``: another listed pool has its name, so its kernel is named."""
+    title = f"{pool['name']} · {pool['backend']}"
+    if shared:
+        title += f" · kernel {pool['kernel'][:KERNEL_SHOWN]}"
+    active = sum(w["state"] in ("starting", "running", "retiring") for w in pool["workers"])
+    detail = f"{active} of {plural(pool['max_workers'], 'worker')}"
+    detail += f" · {plural(pool['waiting'], 'task')} waiting"
+    return PoolView(
+        name=pool["name"],
+        title=title,
+        shape=request_label(pool["resources"]),
+        detail=detail,
+        workers=[pool_worker_view(w, now) for w in pool["workers"]],
+    )
+
+
 def snapshot_view(snap: Snapshot, now: float) -> SnapshotView:
     """The whole snapshot as shown, waits measured up to ``now`` (Unix time).
 
@@ -375,6 +447,7 @@ def snapshot_view(snap: Snapshot, now: float) -> SnapshotView:
     names = {w["address"]: _label(w) for w in workers}
     by_resource = {s["resource"]: s for s in snap["strips"]}
     totals = [bar_view(u) for u in snap["totals"]]
+    names_of_pools = [p["name"] for p in snap["pools"]]
     return SnapshotView(
         summary=summary,
         totals=totals,
@@ -391,4 +464,6 @@ def snapshot_view(snap: Snapshot, now: float) -> SnapshotView:
             for b in totals
         ],
         dashboard=snap["dashboard"],
+        pools_title=f"Pools: {len(snap['pools'])}",
+        pools=[pool_view(p, names_of_pools.count(p["name"]) > 1, now) for p in snap["pools"]],
     )

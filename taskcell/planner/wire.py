@@ -13,11 +13,13 @@ them into :mod:`taskcell.planner.schema` records with :func:`decode` and its par
              what an assigned task waits for are derived by the client from the worker record
     ended  = [key, name or None, {resource: amount}, state, ended, worker, wall, peak_memory,
               error]   state: "f" finished, "x" failed, "c" cancelled
+    pool   = [kernel, name, backend, {resource: amount}, max_workers, waiting, [pool_worker, ...]]
+    pool_worker = [name, state, started, address, since, idle_since, error]
     update = {"v", "epoch", "seq", "time", "scheduler", "workers": [worker, ...] (changed ones),
               "removed": [address, ...], "queue": [task, ...] or None (unchanged), "queued",
               "totals": {resource: [total, running, assigned]},
               "recent": [ended, ...] (latest first) or None (unchanged),
-              "dashboard": port or None, "full": bool}
+              "dashboard": port or None, "pools": [pool, ...] or None (unchanged), "full": bool}
     sample = [time, queued, {resource: [total, running, assigned]}]
 
 The encoding functions run inside the scheduler, shipped by value with the plugin (see
@@ -39,6 +41,8 @@ from taskcell.planner.schema import (
     STRIP_STEPS,
     THREADS,
     EndedTask,
+    PoolInfo,
+    PoolWorker,
     ResourceUse,
     Snapshot,
     TaskInfo,
@@ -50,7 +54,7 @@ if TYPE_CHECKING:
     from taskcell.cluster.mapping import WorkerCapacity
 
 #: Version of the wire format; a client that finds another version re-registers the plugin.
-WIRE_VERSION = 2
+WIRE_VERSION = 3
 #: Updates carrying this many workers or more travel compressed (see :func:`pack`).
 COMPRESS_FROM = 64
 
@@ -111,6 +115,27 @@ def ended_record(
     return [str(key), name, request, _END_CODES[state], ended, worker, wall, peak_memory, error]
 
 
+def pool_worker_record(w: Mapping[str, Any], at: float) -> list:
+    """A pool's worker (a :class:`~taskcell.cluster.provision.WorkerInfo`) published at ``at``
+    on the wire: its idle seconds become the time it went idle."""
+    idle_since = None if w["idle"] is None else at - w["idle"]
+    return [w["name"], w["state"], w["started"], w["address"], w["since"], idle_since, w["error"]]
+
+
+def pool_record(kernel: str, pool: Mapping[str, Any], at: float) -> list:
+    """A pool a kernel published at ``at`` (a :class:`~taskcell.cluster.provision.PoolState`)
+    on the wire."""
+    return [
+        kernel,
+        pool["name"],
+        pool["backend"],
+        request_record(pool["resources"]),
+        pool["max_workers"],
+        pool["waiting"],
+        [pool_worker_record(w, at) for w in pool["workers"]],
+    ]
+
+
 def worker_record(
     address: str,
     name: str,
@@ -154,6 +179,7 @@ def update_message(
     totals: dict[str, list],
     recent: list[list] | None,
     dashboard: int | None,
+    pools: list[list] | None,
     full: bool,
 ) -> dict:
     """A whole state (``full``) or the changes since the last update."""
@@ -170,6 +196,7 @@ def update_message(
         "totals": totals,
         "recent": recent,
         "dashboard": dashboard,
+        "pools": pools,
         "full": full,
     }
 
@@ -302,6 +329,31 @@ def decode_ended(record: Sequence) -> EndedTask:
     )
 
 
+def decode_pool(record: Sequence) -> PoolInfo:
+    """A pool a kernel published, from the wire."""
+    kernel, name, backend, resources, max_workers, waiting, workers = record
+    return PoolInfo(
+        kernel=kernel,
+        name=name,
+        backend=backend,
+        resources=dict(resources),
+        max_workers=max_workers,
+        waiting=waiting,
+        workers=[
+            PoolWorker(
+                name=worker,
+                state=state,
+                started=started,
+                address=address,
+                since=since,
+                idle_since=idle_since,
+                error=error,
+            )
+            for worker, state, started, address, since, idle_since, error in workers
+        ],
+    )
+
+
 def decode_worker(record: Sequence) -> WorkerSnapshot:
     """A worker from the wire, with what each of its assigned tasks waits for."""
     address, name, nthreads, memory_limit, resources, tasks, n_running, n_assigned = record
@@ -332,6 +384,7 @@ def snapshot(
     recent: Iterable[Sequence] = (),
     samples: Sequence[Sequence] = (),
     dashboard: str | None = None,
+    pools: Iterable[Sequence] = (),
 ) -> Snapshot:
     """A :class:`~taskcell.planner.schema.Snapshot` from the parts of updates, workers sorted;
     its strips from the history ``samples`` (oldest first)."""
@@ -346,6 +399,7 @@ def snapshot(
         recent=[decode_ended(t) for t in recent],
         strips=strips(samples, time),
         dashboard=dashboard,
+        pools=[decode_pool(p) for p in pools],
     )
 
 
@@ -364,6 +418,7 @@ def decode(full: dict, samples: Sequence[Sequence] = (), address: str | None = N
         full["recent"],
         samples,
         dashboard_link(address or full["scheduler"], full["dashboard"]),
+        full["pools"],
     )
 
 

@@ -1,25 +1,12 @@
-"""taskcell.widgets: the live resource panel in the notebook (``taskcell.panel()``)."""
+"""taskcell.widgets: the live resource panel in the notebook (``taskcell.panel()``).
+
+The panel's module is imported here, not on first use: importing a submodule named ``panel``
+later would rebind ``taskcell.widgets.panel`` to the module, and a second ``panel()`` (or
+``%task_panel``) would fail. It imports ipywidgets only when a panel is made.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from taskcell.widgets.panel import Panel
+from taskcell.widgets.panel import Panel, panel
 
 __all__ = ["Panel", "panel"]
-
-
-def panel(client: Any = None, history: list | None = None) -> Panel:
-    """Show the live resource panel; see :func:`taskcell.widgets.panel.panel`."""
-    from taskcell.widgets.panel import panel as make
-
-    return make(client, history)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Panel":
-        from taskcell.widgets.panel import Panel
-
-        return Panel
-    raise AttributeError(f"module 'taskcell.widgets' has no attribute {name!r}")

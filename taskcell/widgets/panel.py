@@ -1,9 +1,9 @@
 """The live resource panel in the notebook (``taskcell.panel()``, ``%task_panel``).
 
 It shows what every worker has and holds (with each resource's last five minutes and a link to
-the Dask dashboard), the tasks that wait and why, the tasks that ended last, a control that
-cancels a running or waiting task, right-sizing hints from this kernel's finished tasks, and a
-planner box. It is kept current by an
+the Dask dashboard), the workers the pools started and their states, the tasks that wait and
+why, the tasks that ended last, a control that cancels a running or waiting task, right-sizing
+hints from this kernel's finished tasks, and a planner box. It is kept current by an
 :class:`~taskcell.planner.feed.OccupancyFeed`, whose updates arrive on the Dask client's event
 loop, and redrawn by a thread of its own at most four times a second and at least once a
 second. Neither needs the kernel's main thread, so the panel moves while a blocking ``%%task``
@@ -84,6 +84,7 @@ class Panel:
         )
         self.totals = w.HTML()
         self.workers = w.HTML(layout=w.Layout(max_height="340px", overflow="auto"))
+        self.pools = w.HTML(layout=w.Layout(max_height="180px", overflow="auto"))
         self.queue = w.HTML(layout=w.Layout(max_height="180px", overflow="auto"))
         self.ended = w.HTML(layout=w.Layout(max_height="180px", overflow="auto"))
         self.cancel_choice = w.Dropdown(
@@ -134,6 +135,7 @@ class Panel:
                 ),
                 self.totals,
                 self.workers,
+                self.pools,
                 self.queue,
                 w.HBox([self.cancel_choice, self.cancel_button, self.cancel_status]),
                 self.ended,
@@ -191,6 +193,7 @@ class Panel:
         self._set(self.title, title)
         self._set(self.totals, render.totals_html(view))
         self._set(self.workers, render.workers_html(view))
+        self._set(self.pools, render.pools_html(view))
         self._set(self.queue, render.queue_html(view))
         self._set(self.ended, render.ended_html(view))
         self._set_choices(render.live_tasks(view))

@@ -1,4 +1,5 @@
-"""A snapshot's view as HTML: the panel's totals, worker groups, waiting and ended tasks, hints.
+"""A snapshot's view as HTML: the panel's totals, worker groups, pools, waiting and ended tasks,
+hints.
 
 Pure functions of a :class:`~taskcell.planner.view.SnapshotView`, which has already grouped,
 ordered and worded everything the same way the JupyterLab sidebar does; this module only draws
@@ -18,6 +19,7 @@ from taskcell.planner.view import (
     LEGEND_RUNNING,
     BarView,
     GroupView,
+    PoolView,
     SnapshotView,
     StripView,
     WorkerView,
@@ -155,6 +157,32 @@ def workers_html(view: SnapshotView) -> str:
         return f"<div>{esc(view['no_workers'])}</div>"
     body = "".join(_group_rows(g) for g in view["groups"])
     return f"{STYLE}<table class='tcw-t'>{body}</table>"
+
+
+#: How a pool worker's state is coloured: starting as what waits, failed as what failed.
+_POOL_STATE_CLASS = {"starting": "tcw-a", "failed": "tcw-f"}
+
+
+def _pool_rows(pool: PoolView) -> str:
+    rows = [
+        f"<tr><td colspan='2' class='tcw-g'>{esc(pool['title'])} "
+        f"<span class='tcw-s'>{esc(pool['shape'])} · {esc(pool['detail'])}</span></td></tr>"
+    ]
+    rows += [
+        f"<tr><td title='{esc(w['title'])}'>{esc(w['name'])}</td>"
+        f"<td class='tcw-w {_POOL_STATE_CLASS.get(w['state'], 'tcw-s')}'>{esc(w['label'])}</td>"
+        "</tr>"
+        for w in pool["workers"]
+    ]
+    return "".join(rows)
+
+
+def pools_html(view: SnapshotView) -> str:
+    """The pools whose workers kernels started, each worker with its state; nothing without."""
+    if not view["pools"]:
+        return ""
+    body = "".join(_pool_rows(p) for p in view["pools"])
+    return f"{STYLE}<b>{esc(view['pools_title'])}</b><table class='tcw-t'>{body}</table>"
 
 
 def queue_html(view: SnapshotView) -> str:

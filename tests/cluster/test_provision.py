@@ -204,16 +204,21 @@ def wait_for_status(session: KernelSession, msg_id: str, start: str) -> None:
     raise AssertionError(f"no status {start!r}")
 
 
-def test_an_interrupt_while_the_worker_starts_stops_the_cell_and_the_worker_retires(
-    session, tmp_path: Path
-):
+def gated_python(tmp_path: Path) -> tuple[Path, dict]:
+    """A local pool's ``options`` whose workers start only once the returned gate file exists."""
     gate = tmp_path / "open"
     python = tmp_path / "gated-python"
     python.write_text(
         f'#!/bin/sh\nwhile [ ! -e {gate} ]; do sleep 0.05; done\nexec {sys.executable} "$@"\n'
     )
     python.chmod(0o755)
-    options = {"python": str(python)}
+    return gate, {"python": str(python)}
+
+
+def test_an_interrupt_while_the_worker_starts_stops_the_cell_and_the_worker_retires(
+    session, tmp_path: Path
+):
+    gate, options = gated_python(tmp_path)
     configure(session, gated={"shape": shape("A10G"), "idle-timeout": "1s", "options": options})
     msg_id = session.start("%%task --gpu A10G:1\ngated = 'ran'")
     wait_for_status(session, msg_id, "taskcell: starting a worker of pool gated (pid ")
@@ -264,3 +269,58 @@ def test_a_worker_that_does_not_advertise_its_shape_fails_the_cell(session):
         "connect.current_client().scheduler_info(n_workers=-1)['workers']",
         "its retirement",
     )
+
+
+#: A panel in the kernel, and ``shown(pool)``: its snapshot's workers of ``pool``, as
+#: ``(state, idle)`` pairs.
+PANEL = (
+    "import taskcell.widgets\np = taskcell.widgets.panel()\n"
+    "def shown(name):\n"
+    "    pools = [q for q in p.feed.snapshot()['pools'] if q['name'] == name]\n"
+    "    return [(w['state'], w['idle_since'] is not None) for q in pools for w in q['workers']]\n"
+)
+
+
+def held(release: Path, gpu: str) -> str:
+    """A ``--bg`` cell that asks for ``gpu`` and runs until ``release`` exists."""
+    return (
+        f"%%task --gpu {gpu} --bg --name held\nimport os, time\n"
+        f"while not os.path.exists({str(release)!r}):\n    time.sleep(0.05)"
+    )
+
+
+def test_the_panel_shows_a_pools_worker_starting_then_running_then_retired(session, tmp_path):
+    gate, options = gated_python(tmp_path)
+    release = tmp_path / "release"
+    configure(session, shown={"shape": shape("B200"), "idle-timeout": "1s", "options": options})
+    for code in (PANEL, held(release, "B200:1")):
+        out = session.run(code)
+        assert out.status == "ok", out.error_text
+    wait_until(session, "shown('shown') == [('starting', False)]", "a worker starting")
+    wait_until(session, "'>starting for ' in p.pools.value", "the panel drawing it starting")
+    assert "shown · local" in session.value("p.pools.value")
+    gate.touch()
+    wait_until(session, "shown('shown') == [('running', False)]", "its worker running the cell")
+    wait_until(session, "'>running<' in p.pools.value", "the panel drawing it running")
+    release.touch()
+    wait_until(session, "shown('shown') == [('retired', False)]", "its worker retired once idle")
+    wait_until(session, "'>retired<' in p.pools.value", "the panel drawing it retired")
+    session.run("p.close()")
+
+
+def test_the_panel_tells_a_pools_worker_busy_from_idle(session, tmp_path):
+    release = tmp_path / "release"
+    configure(session, reused={"shape": shape("A2"), "idle-timeout": "10 minutes"})
+    for code in (PANEL, "%%task --gpu A2:1\nfirst = 1"):
+        out = session.run(code, timeout=120)
+        assert out.status == "ok", out.error_text
+    wait_until(session, "shown('reused') == [('running', True)]", "its worker idle")
+    wait_until(session, "'>idle ' in p.pools.value", "the panel drawing it idle")
+    # A cell the live worker meets claims nothing: the worker itself is seen busy.
+    out = session.run(held(release, "A2:1"))
+    assert out.status == "ok", out.error_text
+    wait_until(session, "shown('reused') == [('running', False)]", "its worker busy again")
+    wait_until(session, "'>running<' in p.pools.value", "the panel drawing it running")
+    release.touch()
+    wait_until(session, "shown('reused') == [('running', True)]", "its worker idle again")
+    session.run("p.close()")

@@ -292,8 +292,9 @@ def dashboard_cluster() -> Iterator[DashboardCluster]:
         cluster.stop()
 
 
-def held_cell(name: str, gpus: int, release: Path) -> str:
-    """A ``--bg`` cell that holds ``gpus`` GPUs until ``release`` exists (or TASK_SECONDS)."""
+def held_cell(name: str, gpus: int | str, release: Path) -> str:
+    """A ``--bg`` cell that holds ``gpus`` GPUs (``2``, ``A100:1``) until ``release`` exists
+    (or TASK_SECONDS)."""
     return (
         f"%%task --gpu {gpus} --bg --name {name}\nimport os, time\n"
         f"deadline = time.time() + {TASK_SECONDS}\n"
@@ -345,13 +346,22 @@ def assert_nothing_cut_off(sidebar) -> None:
     assert sidebar.evaluate(OVERFLOW_CHECK) == []
 
 
-def test_a_failing_background_cell_shows_in_its_cell_and_in_the_sidebar(tmp_path, gpu_cluster, lab):
+#: A local pool of one-thread workers with one A100, which no worker of the cluster has.
+POOL_CELL = (
+    "import dask\ndask.config.set({'taskcell.pools': {'a100': "
+    "{'shape': {'cpu': 1, 'memory': '1Gi', 'gpu': 'A100:1'}, 'idle-timeout': '10 minutes'}}})"
+)
+
+
+def test_a_failing_cell_and_a_pools_worker_show_in_the_sidebar(tmp_path, gpu_cluster, lab):
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
     from playwright.sync_api import expect
 
+    release = tmp_path / "release"
     failing = "%%task --bg --name broken\nraise ValueError('bad batch')"
-    name = notebook(tmp_path / "notebooks", "failing.ipynb", gpu_cluster.address, failing)
+    cells = [failing, POOL_CELL, held_cell("pooled", "A100:1", release)]
+    name = notebook(tmp_path / "notebooks", "failing.ipynb", gpu_cluster.address, *cells)
     with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-failed.png") as page:
         sidebar = open_sidebar(page)
         run_all_cells(page)
@@ -366,7 +376,27 @@ def test_a_failing_background_cell_shows_in_its_cell_and_in_the_sidebar(tmp_path
         expect(ended.locator(".jp-taskcell-ended-detail")).to_contain_text("gpu-box · ")
         expect(sidebar.locator(".jp-taskcell-ended .jp-taskcell-heading")).to_have_text("Ended: 1")
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-failed-cell.png"))
+
+        # The held cell asks for an A100: the pool starts a worker for it, which runs it.
+        pool = sidebar.locator(".jp-taskcell-pool[data-name='a100']")
+        expect(pool.locator(".jp-taskcell-pool-title")).to_have_text("a100 · local", timeout=30_000)
+        expect(pool.locator(".jp-taskcell-pool-shape")).to_have_text(
+            "CPU=1, MEMORY=1 GiB, GPU=1, GPU-A100=1"
+        )
+        worker = pool.locator(".jp-taskcell-pool-worker")
+        expect(worker).to_have_attribute("data-state", "running", timeout=60_000)
+        expect(worker.locator(".jp-taskcell-pool-worker-state")).to_have_text("running")
+        expect(pool.locator(".jp-taskcell-pool-detail")).to_have_text(
+            "1 of 1 worker · 0 tasks waiting"
+        )
+        expect(sidebar.locator(".jp-taskcell-task-running")).to_contain_text("pooled")
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-pool.png"))
         assert_nothing_cut_off(sidebar)
+
+        release.touch()
+        expect(worker.locator(".jp-taskcell-pool-worker-state")).to_have_text(
+            re.compile(r"^idle \d+s$"), timeout=30_000
+        )
 
 
 def test_cancelling_from_the_sidebar_ends_the_tasks_and_frees_the_gpus(tmp_path, gpu_cluster, lab):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from distributed import Event
+from distributed import Client, Event
 from distributed.utils_test import gen_cluster
 
+from taskcell.cluster.provision import TOPIC as POOLS_TOPIC
 from taskcell.planner import OccupancyFeed, occupancy, plugin, snapshot, wire
 from taskcell.planner.feed import install
 from taskcell.planner.schema import QUEUE_LIMIT, RECENT_LIMIT, TASKS_PER_WORKER
@@ -135,7 +136,8 @@ def test_large_updates_travel_compressed_and_decode_the_same():
     full = {
         "v": wire.WIRE_VERSION, "epoch": "e1", "seq": 3, "time": 2.0, "scheduler": "tcp://s:1",
         "workers": workers, "removed": [], "queue": [], "queued": 0,
-        "totals": {"GPU": [128, 64, 0]}, "recent": [], "dashboard": None, "full": True,
+        "totals": {"GPU": [128, 64, 0]}, "recent": [], "dashboard": None, "pools": [],
+        "full": True,
     }  # fmt: skip
     packed = wire.pack(full)
     assert set(packed) == {"v", "epoch", "seq", "zlib"} and len(packed["zlib"]) < 4000
@@ -289,3 +291,44 @@ async def test_cells_that_ended_before_the_plugin_are_taken_over_from_their_repo
     )
     assert (recent["bad"]["state"], recent["bad"]["error"]) == ("failed", "ValueError: bad batch")
     assert recent["stopped"]["state"] == "cancelled"
+
+
+# -- the pools kernels started --------------------------------------------------------------
+
+
+def published(client: Client, kernel: str, state: str) -> dict:
+    """A kernel's pools as its provisioner logs them: one pool, one worker in ``state``."""
+    worker = {
+        "name": "a100x2-1", "state": state, "started": "pid 42", "address": None,
+        "since": 90.0, "idle": None, "error": None,
+    }  # fmt: skip
+    pool = {
+        "name": "a100x2", "backend": "local", "shape": {}, "resources": {"GPU": 2.0},
+        "max_workers": 1, "idle_timeout": 1.0, "waiting": 1, "started": 1, "workers": [worker],
+    }  # fmt: skip
+    return {"kernel": kernel, "client": client.id, "pools": [pool]}
+
+
+def pool_states(snap) -> dict[str, list[str]]:
+    return {p["kernel"]: [w["state"] for w in p["workers"]] for p in snap["pools"]}
+
+
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_pools_follow_their_kernels_and_go_with_their_client(c, s, a):
+    gone = await Client(s.address, asynchronous=True)
+    await gone.log_event(POOLS_TOPIC, published(gone, "gone", "running"))
+    await gone.close()
+    kernel = await Client(s.address, asynchronous=True)
+    await kernel.log_event(POOLS_TOPIC, published(kernel, "k1", "starting"))
+    await c.log_event(POOLS_TOPIC, {"client": c.id, "pools": [{"name": "no shape"}]})
+    await until(lambda: len(s.get_events(POOLS_TOPIC)) == 3)
+
+    feed = await OccupancyFeed(c).start()  # the plugin starts now, from the events logged
+    assert pool_states(feed.snapshot()) == {"k1": ["starting"]}
+    await kernel.log_event(POOLS_TOPIC, published(kernel, "k1", "running"))
+    await until(lambda: pool_states(feed.snapshot()) == {"k1": ["running"]})
+    (pool,) = feed.snapshot()["pools"]
+    assert (pool["name"], pool["resources"], pool["waiting"]) == ("a100x2", {"GPU": 2}, 1)
+    await kernel.close()  # its kernel went away: so do its pools
+    await until(lambda: feed.snapshot()["pools"] == [])
+    await feed.close()

@@ -10,7 +10,15 @@ import pytest
 from taskcell.planner.amounts import show_amount, show_bytes, significant
 from taskcell.planner.view import duration, request_label, snapshot_view
 
-from .test_view_agreement import NOW, groups_and_folds, snapshot, task, use, worker
+from .test_view_agreement import (
+    NOW,
+    groups_and_folds,
+    pools_in_every_state,
+    snapshot,
+    task,
+    use,
+    worker,
+)
 
 GiB = 1 << 30
 
@@ -76,3 +84,28 @@ def test_waiting_lists_queued_then_assigned_oldest_first_and_counts_the_rest():
     assert [t["where"] for t in view["waiting"]] == ["queued", f"on {address}", f"on {address}"]
     assert (view["waiting_title"], view["waiting_note"]) == ("Waiting: 5", "and 2 more")
     assert snapshot_view(snapshot([]), NOW)["waiting_note"] == "Nothing waits."
+
+
+def test_pools_say_their_shape_counts_and_each_workers_state():
+    first, cpu, second = snapshot_view(pools_in_every_state(), NOW)["pools"]
+    assert [first["title"], cpu["title"], second["title"]] == [
+        "a100x2 · slurm · kernel 1f2e3d4c",  # another kernel has an a100x2: each names its own
+        "cpu16 · local",
+        "a100x2 · local · kernel 9a8b7c6d",
+    ]
+    assert first["shape"] == "CPU=8, MEMORY=32 GiB, GPU=2, GPU-A100=2"
+    assert first["detail"] == "2 of 2 workers · 3 tasks waiting"  # retired and failed: not up
+    assert second["detail"] == "1 of 1 worker · 1 task waiting"
+    labels = [w["label"] for pool in (first, cpu, second) for w in pool["workers"]]
+    assert labels == [
+        "starting for 12s (SLURM job 17)",
+        "running",
+        "retired",
+        "failed: the worker of pool a100x2 (SLURM job 9) failed to start: its job ended",
+        "idle 1m05s",
+        "retiring",
+        "retired: it left the scheduler",
+        "starting for 0s",
+    ]
+    assert first["workers"][1]["title"] == "SLURM job 15 · tcp://10.0.4.1:1"
+    assert second["workers"][0]["title"] == "a100x2-000000"  # nothing started yet to name

@@ -21,6 +21,8 @@ import pytest
 from taskcell.planner.schema import (
     STRIP_SECONDS,
     EndedTask,
+    PoolInfo,
+    PoolWorker,
     ResourceUse,
     Snapshot,
     TaskInfo,
@@ -81,6 +83,7 @@ def snapshot(workers, totals=(), queue=(), queued=None, **extra) -> Snapshot:
         recent=[],
         strips=[],
         dashboard=None,
+        pools=[],
     )
     record.update(extra)  # type: ignore[typeddict-item]
     return record
@@ -179,6 +182,57 @@ def ended_strips_and_dashboard() -> Snapshot:
     )
 
 
+def pool_worker(name: str, state: str, ago: float, **extra) -> PoolWorker:
+    record = PoolWorker(
+        name=name,
+        state=state,  # type: ignore[typeddict-item]
+        started="",
+        address=None,
+        since=NOW - ago,
+        idle_since=None,
+        error=None,
+    )
+    record.update(extra)  # type: ignore[typeddict-item]
+    return record
+
+
+def pool(kernel: str, name: str, backend: str, max_workers: int, waiting: int, *workers):
+    gpu = {"GPU": 2, "GPU-A100": 2} if name.startswith("a100") else {}
+    return PoolInfo(
+        kernel=kernel,
+        name=name,
+        backend=backend,
+        resources={"CPU": 8, "MEMORY": 32 * GiB, **gpu},
+        max_workers=max_workers,
+        waiting=waiting,
+        workers=list(workers),
+    )
+
+
+def pools_in_every_state() -> Snapshot:
+    """Two kernels, each with a pool named a100x2, and a worker in every state."""
+    first, second = "1f2e3d4c-5b6a-4789-9abc-def012345678", "9a8b7c6d-0000-4111-8222-333344445555"
+    address = "tcp://10.0.4.1:1"
+    a100 = pool(
+        first, "a100x2", "slurm", 2, 3,
+        pool_worker("a100x2-1a2b3c", "starting", 12.5, started="SLURM job 17"),
+        pool_worker("a100x2-4d5e6f", "running", 300, started="SLURM job 15", address=address),
+        pool_worker("a100x2-777777", "retired", 4000, started="SLURM job 3"),
+        pool_worker("a100x2-999999", "failed", 75, started="SLURM job 9",
+                    error="the worker of pool a100x2 (SLURM job 9) failed to start: its job ended"),
+    )  # fmt: skip
+    cpu = pool(
+        first, "cpu16", "local", 2, 0,
+        pool_worker("cpu16-aaaaaa", "running", 200, started="pid 4242",
+                    address="tcp://10.0.4.2:1", idle_since=NOW - 65),
+        pool_worker("cpu16-bbbbbb", "retiring", 2, started="pid 4243", address="tcp://10.0.4.3:1"),
+        pool_worker("cpu16-cccccc", "retired", 30, started="pid 4200",
+                    error="it left the scheduler"),
+    )  # fmt: skip
+    other = pool(second, "a100x2", "local", 1, 1, pool_worker("a100x2-000000", "starting", 0.5))
+    return snapshot([], pools=[a100, cpu, other])
+
+
 def empty() -> Snapshot:
     return snapshot([])
 
@@ -192,6 +246,7 @@ def cases() -> dict:
             groups_and_folds,
             amounts_and_queue,
             ended_strips_and_dashboard,
+            pools_in_every_state,
             empty,
         )
     }
@@ -216,8 +271,11 @@ def test_the_cases_file_holds_the_python_view():
 def test_the_panel_draws_the_groups_workers_and_labels_in_order(case):
     view = case["view"]
     html = render.workers_html(view) + render.totals_html(view) + render.queue_html(view)
-    html += render.ended_html(view)
+    html += render.ended_html(view) + render.pools_html(view)
     expected = [g["title"] for g in view["groups"]]
+    expected += [p["title"] for p in view["pools"]] + [p["shape"] for p in view["pools"]]
+    expected += [p["detail"] for p in view["pools"]]
+    expected += [w["label"] for p in view["pools"] for w in p["workers"]]
     expected += [w["name"] for g in view["groups"] for w in g["workers"]]
     expected += [b["label"] for b in view["totals"]]
     expected += [s["title"] for s in view["strips"]]
@@ -226,6 +284,11 @@ def test_the_panel_draws_the_groups_workers_and_labels_in_order(case):
     assert -1 not in positions
     titles = [html.find(render.esc(g["title"])) for g in view["groups"]]
     assert titles == sorted(titles)
+    pools = render.pools_html(view)
+    states = [
+        pools.find(f">{render.esc(w['label'])}<") for p in view["pools"] for w in p["workers"]
+    ]
+    assert -1 not in states and states == sorted(states)
 
 
 def test_the_sidebar_computes_and_shows_the_same_view():

@@ -5,14 +5,37 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import get_args
 
 import pytest
 
+from taskcell.cluster.provision import WorkerStateName
 from taskcell.planner import wire
 from taskcell.planner.feed import pickled_plugins
-from taskcell.planner.schema import STRIP_SECONDS, STRIP_STEPS, EndedTask, ResourceUse, TaskInfo
+from taskcell.planner.schema import (
+    STRIP_SECONDS,
+    STRIP_STEPS,
+    EndedTask,
+    PoolInfo,
+    PoolWorker,
+    PoolWorkerState,
+    ResourceUse,
+    TaskInfo,
+)
 
 KEY = "cell-3-" + "0" * 32
+#: A pool as a kernel's provisioner publishes it (``taskcell.cluster.provision.PoolState``).
+PUBLISHED = {
+    "name": "a100x2", "backend": "local", "shape": {"cpu": "1", "memory": "1Gi", "gpu": "A100:2"},
+    "resources": {"CPU": 1.0, "MEMORY": float(1 << 30), "GPU": 2.0, "GPU-A100": 2.0},
+    "max_workers": 2, "idle_timeout": 300.0, "waiting": 1, "started": 2,
+    "workers": [
+        {"name": "a100x2-1", "state": "running", "started": "pid 42", "address": "tcp://w:1",
+         "since": 90.0, "idle": 2.5, "error": None},
+        {"name": "a100x2-2", "state": "starting", "started": "", "address": None, "since": 99.0,
+         "idle": None, "error": None},
+    ],
+}  # fmt: skip
 
 
 def gpu_worker() -> list:
@@ -59,8 +82,9 @@ def test_a_whole_state_and_its_samples_round_trip():
     ended = wire.ended_record(
         KEY, "cell", {"GPU": 1}, "failed", 12.5, "tcp://10.0.0.1:1", 2.5, 1 << 20, "ValueError: x"
     )
+    pools = [wire.pool_record("kernel-1", PUBLISHED, 100.0)]
     message = wire.update_message(
-        "e", 3, 13.0, "tcp://s:1", [worker], [], [queued], 1, totals, [ended], 8787, True
+        "e", 3, 13.0, "tcp://s:1", [worker], [], [queued], 1, totals, [ended], 8787, pools, True
     )
     snap = wire.decode(message, address="tcp://scheduler.example:8786")
     assert snap["recent"] == [
@@ -77,6 +101,26 @@ def test_a_whole_state_and_its_samples_round_trip():
         )
     ]
     assert snap["dashboard"] == "http://scheduler.example:8787/status"
+    assert snap["pools"] == [
+        PoolInfo(
+            kernel="kernel-1",
+            name="a100x2",
+            backend="local",
+            resources={"CPU": 1, "MEMORY": 1 << 30, "GPU": 2, "GPU-A100": 2},
+            max_workers=2,
+            waiting=1,
+            workers=[
+                PoolWorker(
+                    name="a100x2-1", state="running", started="pid 42", address="tcp://w:1",
+                    since=90.0, idle_since=97.5, error=None,
+                ),
+                PoolWorker(
+                    name="a100x2-2", state="starting", started="", address=None, since=99.0,
+                    idle_since=None, error=None,
+                ),
+            ],
+        )
+    ]  # fmt: skip
     assert snap["strips"] == []
     assert (snap["seq"], snap["queued"], snap["queue"][0]["waiting_for"]) == (
         3,
@@ -87,6 +131,10 @@ def test_a_whole_state_and_its_samples_round_trip():
     ((t, n, uses),) = wire.decode_samples([wire.sample_record(13.0, 1, totals)])
     assert (t, n) == (13.0, 1)
     assert uses[0] == ResourceUse(resource="threads", total=4, running=4, assigned=2)
+
+
+def test_a_pool_worker_has_the_states_the_provisioner_writes():
+    assert get_args(PoolWorkerState) == get_args(WorkerStateName)
 
 
 def test_a_dashboard_link_only_where_the_scheduler_serves_one():
@@ -159,6 +207,11 @@ scheduler_plugin.ended.follow(task)
 scheduler_plugin.log_event("client-1", {"key": task.key, "kind": "failed", "error": "E: bad"})
 scheduler_plugin.transition(task.key, "no-worker", "erred")
 print(scheduler_plugin.ended.records()[0][3:])
+scheduler_plugin.log_event("taskcell-pools", {"kernel": "k1", "client": "c1", "pools": [
+    {"name": "p", "backend": "local", "resources": {"GPU": 2.0}, "max_workers": 1, "waiting": 0,
+     "workers": [{"name": "p-1", "state": "running", "started": "pid 4", "address": "tcp://w:2",
+                  "since": 5.0, "idle": None, "error": None}]}]})
+print(scheduler_plugin.pools)
 """
 
 
@@ -172,9 +225,13 @@ def test_the_plugins_run_where_taskcell_is_not_installed(tmp_path):
         timeout=60,
     )
     assert done.returncode == 0, done.stderr.decode()
-    worker, queue, reporter, ended = done.stdout.decode().splitlines()
+    worker, queue, reporter, ended, pools = done.stdout.decode().splitlines()
     assert reporter == "StartReporter"
     assert ended.startswith("['x', ") and ended.endswith(", None, None, None, 'E: bad']")
     resources = "{'threads': [2, 0, 0], 'MEMORY': [1073741824, 0, 0]}"
     assert worker == f"['tcp://w:1', 'w', 2, 0, {resources}, [], 0, 0]"
     assert "asks MEMORY=3 GiB; the most any worker has is 1 GiB, on tcp://w:1" in queue
+    assert pools == (
+        "{'c1': [['k1', 'p', 'local', {'GPU': 2}, 1, 0, "
+        "[['p-1', 'running', 'pid 4', 'tcp://w:2', 5.0, None, None]]]]}"
+    )

@@ -10,6 +10,8 @@ import re
 
 from taskcell.planner.schema import (
     EndedTask,
+    PoolInfo,
+    PoolWorker,
     ResourceUse,
     Snapshot,
     TaskInfo,
@@ -66,6 +68,7 @@ def snapshot(workers: list[WorkerSnapshot], queue: list[TaskInfo] = ()) -> Snaps
         recent=[],
         strips=[],
         dashboard=None,
+        pools=[],
     )
 
 
@@ -191,3 +194,24 @@ def test_the_cancel_control_offers_running_then_waiting_tasks():
         ("big · queued", "big-0123"),
         ("wait-1-0 · waiting on tcp://10.0.0.1:8786", "wait-1-0-0123"),
     ]
+
+
+def test_pools_show_each_worker_with_its_state_and_nothing_without_pools():
+    assert render.pools_html(view([worker(1)])) == ""
+    workers = [
+        PoolWorker(name="<b>p-1</b>", state="starting", started="pid 42", address=None,
+                   since=NOW - 12, idle_since=None, error=None),
+        PoolWorker(name="p-2", state="failed", started="", address=None, since=NOW,
+                   idle_since=None, error="its process exited with status <1>"),
+    ]  # fmt: skip
+    snap = snapshot([worker(1)])
+    snap["pools"] = [
+        PoolInfo(kernel="k", name="p", backend="local", resources={"GPU": 1}, max_workers=2,
+                 waiting=1, workers=workers)
+    ]  # fmt: skip
+    html = render.pools_html(snapshot_view(snap, NOW))
+    assert "<b>Pools: 1</b>" in html and "p · local" in html
+    assert "GPU=1 · 1 of 2 workers · 1 task waiting" in html
+    assert "&lt;b&gt;p-1&lt;/b&gt;" in html and "<b>p-1" not in html
+    assert "class='tcw-w tcw-a'>starting for 12s (pid 42)<" in html
+    assert "class='tcw-w tcw-f'>failed: its process exited with status &lt;1&gt;<" in html
