@@ -174,7 +174,7 @@ export interface ISnapshot {
   /** One per resource, from the scheduler's occupancy history (empty without one). */
   strips: IUsageStrip[];
   dashboard: string | null;
-  /** The pools whose workers connected kernels started, kernel by kernel. */
+  /** The pools connected kernels configured or started workers for, kernel by kernel. */
   pools: IPoolInfo[];
 }
 
@@ -380,6 +380,6 @@ export interface ISnapshotView {
   dashboard: string | null;
   /** "Pools: 2". */
   pools_title: string;
-  /** The pools whose workers kernels started; none: no pool section is shown. */
+  /** The pools kernels configured or started workers for; none: no pool section is shown. */
   pools: IPoolView[];
 }

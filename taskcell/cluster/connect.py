@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import dask.config
 
 from taskcell import config
-from taskcell.cluster import registry
+from taskcell.cluster import provision, registry
 from taskcell.cluster.detect import advertised_resources, detect_machine
 from taskcell.cluster.embedded import EmbeddedCluster
 from taskcell.cluster.mapping import WorkerCapacity
@@ -83,7 +83,8 @@ def _embedded_cluster() -> EmbeddedCluster:
 
 
 def _recorded(client: Client) -> Client:
-    """Note the client's scheduler in the registry the Jupyter server reads (once)."""
+    """Note the client's scheduler in the registry the Jupyter server reads, and publish the
+    configured pools there (once)."""
     address = client.scheduler.address
     if address not in _registered:
         _registered.add(address)
@@ -91,6 +92,7 @@ def _recorded(client: Client) -> Client:
             registry.record(address)
         except OSError as e:  # the sidebar will not see this kernel; %%task works regardless
             warnings.warn(f"taskcell: cannot record the cluster for JupyterLab: {e}", stacklevel=2)
+        provision.announce(client)
     return client
 
 

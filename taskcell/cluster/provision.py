@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from taskcell import config
 from taskcell.cluster.pools import Pool, configured_pools
-from taskcell.errors import ClusterError
+from taskcell.errors import ClusterError, SpecError
 from taskcell.spec.amounts import show_request
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ __all__ = [
     "TOPIC",
     "PoolState",
     "WorkerInfo",
+    "announce",
     "claim",
     "close_all",
     "leaving",
@@ -134,6 +135,7 @@ class Provisioner:
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []
         self._claims: dict[str, _Claim] = {}
+        self._pools: list[Pool] = []  #: the configured pools, as the kernel last read them
         self._started: dict[str, int] = {}
         self._ready = threading.Event()
         self._closing = False
@@ -150,6 +152,13 @@ class Provisioner:
             ) from None
 
     # --- the kernel's side ----------------------------------------------------------------
+
+    def show(self, pools: list[Pool]) -> None:
+        """Publish ``pools``, the configured ones, with the workers started for each."""
+        with self._lock:
+            self._changed = self._changed or pools != self._pools
+            self._pools = pools
+        self._wake()
 
     def claim(self, pool: Pool, future: Future, resources: Mapping[str, float], followed: bool):
         """Ask for a worker of ``pool`` for the submitted ``future``."""
@@ -206,7 +215,8 @@ class Provisioner:
             }
 
     def state(self, pools: list[Pool]) -> list[PoolState]:
-        """``pools`` and the ones this provisioner started workers for, with their workers."""
+        """``pools`` (the configured ones) and the others this provisioner started workers for,
+        with their workers."""
         now = time.monotonic()
         with self._lock:
             known = {pool.name: pool for pool in pools}
@@ -441,7 +451,7 @@ class Provisioner:
         if not self._changed:
             return
         self._changed = False
-        state = self.state([])
+        state = self.state(self._pools)
         event = {"kernel": this_kernel_id(), "client": self.client.id, "pools": state}
         await self.client.log_event(TOPIC, event)
 
@@ -476,6 +486,15 @@ def _for(client: Client) -> Provisioner:
         return _provisioners[address]
 
 
+def announce(client: Client) -> None:
+    """Publish the configured pools on ``client``'s scheduler before any of their workers is
+    asked for, so the panel and the sidebar list them. Nothing without pools, with pools
+    configured wrong, or a scheduler that does not answer: a cell that needs a pool says so."""
+    with contextlib.suppress(SpecError, ClusterError):
+        if pools := configured_pools():
+            _for(client).show(pools)
+
+
 def claim(client: Client, placement: Placement, future: Future, followed: bool = False) -> None:
     """Have a worker of ``placement.pool`` started for the submitted ``future`` if it needs one.
 
@@ -483,7 +502,9 @@ def claim(client: Client, placement: Placement, future: Future, followed: bool =
     pool's worker fails to start; otherwise the future is cancelled with the reason.
     """
     if placement.pool is not None:
-        _for(client).claim(placement.pool, future, placement.resources, followed)
+        provisioner = _for(client)
+        provisioner.show(configured_pools())  # read moments ago by the plan: valid
+        provisioner.claim(placement.pool, future, placement.resources, followed)
 
 
 def waiting_status(client: Client, key: str) -> str | None:

@@ -14,10 +14,11 @@ transitions and from what the cells' workers report on their kernels' topics, wh
 plugin's ``log_event`` hook sees as the scheduler receives them, and publishes them with the
 occupancy.
 
-And it keeps the pools whose workers each kernel started (:mod:`taskcell.cluster.provision`),
-from the ``taskcell-pools`` events their provisioners log (those logged before it started
-included), and publishes them too, until the client that logged them leaves the scheduler: a
-kernel that exited stopped its pools' workers, and a killed one left them as plain workers.
+And it keeps the pools each kernel configured or started workers for
+(:mod:`taskcell.cluster.provision`), from the ``taskcell-pools`` events their provisioners log
+(those logged before it started included), and publishes them too, until the client that
+logged them leaves the scheduler: a kernel that exited stopped its pools' workers, and a killed
+one left them as plain workers.
 
 Why a worker plugin: the scheduler learns which tasks run only from heartbeats (every 0.5 s to
 several seconds, and not at all in ``transition``). Dask's ``WorkerState.used_resources`` counts

@@ -21,8 +21,9 @@ Besides the moment, a snapshot carries the recent past: per resource, the share 
 running tasks held in each of the last :data:`STRIP_STEPS` steps of :data:`STRIP_SECONDS`
 seconds (``strips``), from the scheduler's occupancy history.
 
-It also carries the pools of :mod:`taskcell.cluster.provision` whose workers a kernel started,
-as each kernel last published them, for as long as that kernel's client is connected.
+It also carries the pools of :mod:`taskcell.cluster.provision` a kernel configured or started
+workers for, as each kernel last published them, for as long as that kernel's client is
+connected.
 
 The planner's answers travel as JSON too: :class:`SuggestionInfo` (``suggest(...).to_dict()``)
 and :class:`HintInfo` (``review(...)[i].to_dict()``).
@@ -197,7 +198,7 @@ class Snapshot(TypedDict):
     #: One per resource, from the scheduler's occupancy history (empty without one).
     strips: list[UsageStrip]
     dashboard: str | None
-    #: The pools whose workers connected kernels started, kernel by kernel.
+    #: The pools connected kernels configured or started workers for, kernel by kernel.
     pools: list[PoolInfo]
 
 

@@ -208,7 +208,7 @@ class SnapshotView(TypedDict):
     dashboard: str | None
     #: "Pools: 2".
     pools_title: str
-    #: The pools whose workers kernels started; none: no pool section is shown.
+    #: The pools kernels configured or started workers for; none: no pool section is shown.
     pools: list[PoolView]
 
 

@@ -178,7 +178,7 @@ def _pool_rows(pool: PoolView) -> str:
 
 
 def pools_html(view: SnapshotView) -> str:
-    """The pools whose workers kernels started, each worker with its state; nothing without."""
+    """The kernels' pools, each worker they started with its state; nothing without pools."""
     if not view["pools"]:
         return ""
     body = "".join(_pool_rows(p) for p in view["pools"])

@@ -324,3 +324,26 @@ def test_the_panel_tells_a_pools_worker_busy_from_idle(session, tmp_path):
     release.touch()
     wait_until(session, "shown('reused') == [('running', True)]", "its worker idle again")
     session.run("p.close()")
+
+
+def test_pools_configured_before_the_kernel_connects_are_listed_before_any_cell_needs_one(
+    cluster,
+):
+    pools = {"spare": {"shape": shape("H100"), "max-workers": 2}}
+    kernel = KernelSession(
+        env={"DASK_SCHEDULER_ADDRESS": cluster.address, "DASK_TASKCELL__POOLS": repr(pools)}
+    )
+    try:
+        out = kernel.run(
+            "%load_ext taskcell\nfrom taskcell.planner.view import snapshot_view\n" + PANEL
+        )
+        assert out.status == "ok", out.error_text
+        detail = (
+            "[v['detail'] for v in snapshot_view(p.feed.snapshot(), 0)['pools'] "
+            "if v['name'] == 'spare']"
+        )  # other tests' kernels may list pools of their own
+        wait_until(kernel, f"{detail} == ['0 of 2 workers · 0 tasks waiting']", "it listed")
+        wait_until(kernel, "'spare · local' in p.pools.value", "the panel drawing it")
+        assert kernel.value("shown('spare')") == []
+    finally:
+        kernel.stop()
