@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from taskcell import config
 from taskcell.cluster.pools import Pool, configured_pools
-from taskcell.errors import ClusterError, SpecError
+from taskcell.errors import ClusterError
 from taskcell.spec.amounts import show_request
 
 if TYPE_CHECKING:
@@ -276,6 +276,11 @@ class Provisioner:
             raise
 
     async def _tick(self) -> None:
+        with self._lock:
+            idle = not self._claims and all(w.state in ("retired", "failed") for w in self._workers)
+        if idle:  # nothing to watch: do not ask the scheduler every interval
+            await self._publish()
+            return
         identity = await self.client.scheduler.identity(n_workers=-1)
         processing = await self.client.scheduler.processing()
         seen = {str(w.get("name")): (a, w) for a, w in identity["workers"].items()}
@@ -489,10 +494,14 @@ def _for(client: Client) -> Provisioner:
 def announce(client: Client) -> None:
     """Publish the configured pools on ``client``'s scheduler before any of their workers is
     asked for, so the panel and the sidebar list them. Nothing without pools, with pools
-    configured wrong, or a scheduler that does not answer: a cell that needs a pool says so."""
-    with contextlib.suppress(SpecError, ClusterError):
-        if pools := configured_pools():
+    configured wrong, or a scheduler that does not answer: connecting must not fail for that,
+    and a cell that needs a pool says what is wrong."""
+    try:
+        pools = configured_pools()
+        if pools:
             _for(client).show(pools)
+    except Exception:  # any configuration error: the same parse fails loudly in the cell
+        return
 
 
 def claim(client: Client, placement: Placement, future: Future, followed: bool = False) -> None:

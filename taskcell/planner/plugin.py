@@ -318,7 +318,8 @@ class OccupancyPlugin(SchedulerPlugin):
         if not isinstance(msg, dict) or self.scheduler is None:
             return
         if topic == POOLS_TOPIC:
-            self._pools_event(msg, time())
+            if msg.get("client") in self.scheduler.clients:  # not one sent as its client left
+                self._pools_event(msg, time())
             return
         if self.ended.event(msg) or topic != STARTED_TOPIC:
             return

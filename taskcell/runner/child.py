@@ -297,6 +297,7 @@ def serve(channel: Channel) -> None:
             outbox.send(reply)
         except Exception as e:  # an output that cannot be pickled
             channel.send(("error", _unsendable(reply, e), "PicklingError"))
+        del job, reply  # the next cell's peak memory must not hold this one's values
 
 
 def _unsendable(reply: tuple, error: Exception) -> str:

@@ -11,7 +11,8 @@ its own pages.
 A cell process keeps the mappings of one cell's inputs and results for the next cell: mapping
 a GiB costs tens of milliseconds of page faults, and unmapping it as much again, so a cell that
 reads a value the cell before it read or made finds its pages already mapped, unless that cell
-wrote to them. A result's pages are mapped while the process waits for its next cell.
+wrote to them. A result's pages are mapped while the process waits for its next cell (and
+no longer once that cell arrives: they would count in its peak memory).
 A segment the worker drops is truncated, so its memory is freed at once, even while a cell
 process still maps it.
 """
@@ -25,6 +26,7 @@ import pickle
 import signal
 import socket
 import struct
+import sys
 import threading
 import weakref
 from typing import Any
@@ -45,14 +47,20 @@ _libc = ctypes.CDLL(None)
 #: For the top byte of a ``/proc/self/pagemap`` entry: 1 where the page is present (or swapped)
 #: and anonymous, which in a copy-on-write file mapping means this process wrote to it.
 _WRITTEN_PAGE = bytes(int(bool(b & 0xC0) and not b & 0x20) for b in range(256))
+_FLAGS_BYTE = 7 if sys.byteorder == "little" else 0  # the entry's top byte
 
 
 class _Segments:
-    """The shared segments the worker maps and may pass on: address range -> descriptor."""
+    """The shared segments the worker maps and may pass on, by descriptor.
+
+    Keyed by descriptor, which stays open, and so unique, until its segment is dropped: an
+    address may be mapped again by another thread before the finalizer of the mapping that
+    had it runs.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_start: dict[int, tuple[int, int]] = {}  # start address -> (end, fd)
+        self._by_fd: dict[int, tuple[weakref.ref[mmap.mmap], int, int]] = {}  # ref, start, end
 
     def map(self, fds: list[int]) -> list[memoryview]:
         """The segments of one message, mapped shared and kept until no value uses them."""
@@ -61,26 +69,26 @@ class _Segments:
             mapping = mmap.mmap(fd, os.fstat(fd).st_size)
             start = _address(mapping)
             with self._lock:
-                self._by_start[start] = (start + len(mapping), fd)
-            weakref.finalize(mapping, self._drop, start)
+                self._by_fd[fd] = (weakref.ref(mapping), start, start + len(mapping))
+            weakref.finalize(mapping, self._drop, fd).atexit = False
             views.append(memoryview(mapping))
         return views
 
-    def _drop(self, start: int) -> None:
+    def _drop(self, fd: int) -> None:
         with self._lock:
-            _, fd = self._by_start.pop(start)
+            del self._by_fd[fd]
         os.ftruncate(fd, 0)  # frees the memory, whatever cell processes still map it
         os.close(fd)
 
     def find(self, buffer: memoryview) -> tuple[int, int] | None:
-        """``(fd, offset)`` of the segment holding ``buffer``, if one does."""
+        """``(fd, offset)`` of the live segment holding ``buffer``, if one does."""
         try:
             address = _address(buffer)
         except TypeError:  # read-only memory is never one of ours
             return None
         with self._lock:
-            for start, (end, fd) in self._by_start.items():
-                if start <= address and address + buffer.nbytes <= end:
+            for fd, (mapping, start, end) in self._by_fd.items():
+                if start <= address and address + buffer.nbytes <= end and mapping() is not None:
                     return fd, address - start
         return None
 
@@ -94,6 +102,8 @@ class _Inputs:
 
     def __init__(self) -> None:
         self._by_file: dict[tuple[int, int], mmap.mmap] = {}
+        #: The thread mapping the pages of the last results made here, its stop, those results.
+        self._populating: tuple[threading.Thread, threading.Event, list[mmap.mmap]] | None = None
 
     def map(self, fds: list[int]) -> list[memoryview]:
         """The segments of one message, reusing the previous message's mappings where their
@@ -111,27 +121,54 @@ class _Inputs:
             os.close(fd)
             self._by_file[file] = mapping
             views.append(memoryview(mapping))
+        self._stop_populating()
         return views
 
     def keep_made(self, fds: list[int]) -> None:
         """Keep the segments this process made for a cell's results mapped for the next
-        message, their pages mapped meanwhile: the next cell here often reads them."""
-        for fd in fds:
-            stat = os.fstat(fd)
-            mapping = mmap.mmap(fd, stat.st_size, access=mmap.ACCESS_COPY)
-            self._by_file[(stat.st_dev, stat.st_ino)] = mapping
-            threading.Thread(target=_populate, args=(mapping,), daemon=True).start()
+        message, their pages mapped meanwhile: the next cell here often reads them. Best
+        effort: the results are already sent."""
+        try:
+            made = []
+            for fd in fds:
+                stat = os.fstat(fd)
+                mapping = mmap.mmap(fd, stat.st_size, access=mmap.ACCESS_COPY)
+                self._by_file[(stat.st_dev, stat.st_ino)] = mapping
+                made.append(mapping)
+            if made:
+                stop = threading.Event()
+                thread = threading.Thread(target=_populate, args=(made, stop), daemon=True)
+                thread.start()
+                self._populating = thread, stop, made
+        except (OSError, ValueError, RuntimeError):  # dropped already, out of memory or threads
+            return
+
+    def _stop_populating(self) -> None:
+        """Stop mapping the pages of results the next cell does not read, before it starts:
+        they would count in its peak memory, and could not be let go meanwhile."""
+        if self._populating is None:
+            return
+        thread, stop, made = self._populating
+        kept = [id(m) for m in self._by_file.values()]
+        if thread.is_alive() and all(id(m) in kept for m in made):
+            return  # the cell reads them all: go on
+        stop.set()
+        thread.join()
+        self._populating = None
 
 
-def _populate(mapping: mmap.mmap) -> None:
-    """Map every page of ``mapping`` for reading (a no-op before Linux 5.14), last pages first:
-    a cell that starts meanwhile reads from the first. By pieces, so that the process's own
-    ``mmap`` calls wait for one piece at most; through ctypes, which lets go of the GIL."""
+def _populate(mappings: list[mmap.mmap], stop: threading.Event) -> None:
+    """Map every page of ``mappings`` for reading (a no-op before Linux 5.14), last pages first,
+    until ``stop`` is set. By pieces, so that it stops soon and the process's own ``mmap``
+    calls wait for one piece at most; through ctypes, which lets go of the GIL."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # interrupts are the cell's
-    start = _address(mapping)
-    for offset in reversed(range(0, len(mapping), _POPULATE_PIECE)):
-        length = min(_POPULATE_PIECE, len(mapping) - offset)
-        _libc.madvise(ctypes.c_void_p(start + offset), ctypes.c_size_t(length), _MADV_POPULATE_READ)
+    for mapping in mappings:
+        start = _address(mapping)
+        for offset in reversed(range(0, len(mapping), _POPULATE_PIECE)):
+            if stop.is_set():
+                return
+            length = ctypes.c_size_t(min(_POPULATE_PIECE, len(mapping) - offset))
+            _libc.madvise(ctypes.c_void_p(start + offset), length, _MADV_POPULATE_READ)
 
 
 def _written(mapping: mmap.mmap) -> bool:
@@ -142,7 +179,7 @@ def _written(mapping: mmap.mmap) -> bool:
             entries = pagemap.read(-(-len(mapping) // _PAGE) * 8)
     except OSError:
         return True
-    return b"\x01" in entries[7::8].translate(_WRITTEN_PAGE)
+    return b"\x01" in entries[_FLAGS_BYTE::8].translate(_WRITTEN_PAGE)
 
 
 def _address(buffer: Any) -> int:

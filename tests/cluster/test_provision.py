@@ -326,12 +326,11 @@ def test_the_panel_tells_a_pools_worker_busy_from_idle(session, tmp_path):
     session.run("p.close()")
 
 
-def test_pools_configured_before_the_kernel_connects_are_listed_before_any_cell_needs_one(
-    cluster,
-):
+def test_pools_configured_before_the_kernel_connects_are_listed_before_any_cell_needs_one():
     pools = {"spare": {"shape": shape("H100"), "max-workers": 2}}
+    scheduler = DaskProcesses()  # its own: the other tests read one kernel's pools from theirs
     kernel = KernelSession(
-        env={"DASK_SCHEDULER_ADDRESS": cluster.address, "DASK_TASKCELL__POOLS": repr(pools)}
+        env={"DASK_SCHEDULER_ADDRESS": scheduler.address, "DASK_TASKCELL__POOLS": repr(pools)}
     )
     try:
         out = kernel.run(
@@ -341,9 +340,25 @@ def test_pools_configured_before_the_kernel_connects_are_listed_before_any_cell_
         detail = (
             "[v['detail'] for v in snapshot_view(p.feed.snapshot(), 0)['pools'] "
             "if v['name'] == 'spare']"
-        )  # other tests' kernels may list pools of their own
+        )
         wait_until(kernel, f"{detail} == ['0 of 2 workers · 0 tasks waiting']", "it listed")
         wait_until(kernel, "'spare · local' in p.pools.value", "the panel drawing it")
         assert kernel.value("shown('spare')") == []
+    finally:
+        kernel.stop()
+        scheduler.stop()
+
+
+def test_pools_configured_wrong_do_not_stop_the_kernel_connecting(cluster):
+    kernel = KernelSession()
+    try:
+        out = kernel.run(
+            "%load_ext taskcell\nimport dask\n"
+            # not a duration: reading the pool fails with AttributeError, not a SpecError
+            "dask.config.set({'taskcell.pools': {'p': {'shape': 'small_task',\n"
+            "                                          'idle-timeout': [1]}}})\n"
+            f"%task_cluster {cluster.address}"
+        )
+        assert out.status == "ok", out.error_text
     finally:
         kernel.stop()

@@ -26,9 +26,9 @@ def client(module_dask) -> Iterator[Client]:
         yield c
 
 
-def run(client: Client, code: str, request: Resources, history: list) -> dict:
+def run(client: Client, code: str, request: Resources, history: list, **inputs) -> dict:
     body = textwrap.dedent(code).strip("\n")
-    namespace: dict = {}
+    namespace: dict = dict(inputs)
     quiet = Display(stream=lambda *_: None, display=lambda *_: None, status=lambda _: None)
     cell = CellSource(body=body + "\n", shown=body, filename=f"<measured {len(history)}>")
     run_cell_task(client, cell, namespace, request, name="measured", history=history, out=quiet)
@@ -59,6 +59,15 @@ def test_a_gibibyte_allocated_is_a_gibibyte_measured(client):
     # 2 GiB of memory; and 2 cores when the one it had was kept busy (CPU-bound), which
     # depends on how busy this shared machine is.
     assert hint.line in ("%%task --cpu 1 --memory 2Gi", "%%task small_task"), hint
+
+
+def test_a_cell_after_one_that_made_a_large_result_measures_only_its_own_memory(client):
+    history: list = []
+    request = Resources(cpu=1, memory="4Gi")
+    run(client, "import numpy as np\nbig = np.ones(GIB // 8)", request, history, GIB=GiB)
+    run(client, "small = 1", request, history)
+    # The same warm cell process ran both: the first one's gibibyte is not the second's.
+    assert history[1].usage.peak_memory < GiB // 4, history[1].usage.peak_memory
 
 
 SPIN = """

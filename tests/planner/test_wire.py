@@ -198,7 +198,8 @@ task = NS(key="cell-1-" + "a" * 32, prefix=NS(name="cell"), state="no-worker",
           host_restrictions=None)
 ws = NS(address="tcp://w:1", name="w", nthreads=2, memory_limit=0,
         resources={"MEMORY": 1 << 30}, processing=set(), long_running=set(), executing=set())
-scheduler_plugin.scheduler = NS(workers={"tcp://w:1": ws}, tasks={task.key: task}, address="s")
+scheduler_plugin.scheduler = NS(workers={"tcp://w:1": ws}, tasks={task.key: task}, address="s",
+                                clients={"c1": None})
 scheduler_plugin.queue["no-worker"][task.key] = 1.0
 print(scheduler_plugin.worker_record(ws))
 print(scheduler_plugin.queue_records())
