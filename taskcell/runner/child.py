@@ -35,6 +35,7 @@ import cloudpickle
 
 from taskcell.runner.gpu_usage import gpu_peak
 from taskcell.runner.job import CellJob, Usage
+from taskcell.runner.peak_memory import PeakMemory
 from taskcell.runner.wire import Channel
 
 _PR_SET_PDEATHSIG = 1
@@ -168,21 +169,6 @@ def _compile(job: CellJob) -> tuple[Any, Any]:
     return body, (compile(last, job.filename, "eval") if last is not None else None)
 
 
-def _peak_rss_reset() -> None:
-    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def _peak_rss() -> int:
-    with contextlib.suppress(OSError), open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def _adopt(namespace: dict[str, Any], inputs: dict[str, Any]) -> None:
     """Make the notebook's functions and methods read the cell's namespace as their globals,
     as they read the notebook's at home (cloudpickle gave each a private copy, or none)."""
@@ -245,7 +231,8 @@ def run(job: CellJob, outbox: _Outbox) -> tuple:
     _default_client(job.source)
     namespace.update(inputs)
     _adopt(namespace, inputs)
-    _peak_rss_reset()
+    memory = PeakMemory()
+    memory.start()
     gpu = gpu_peak()
     gpu.start()
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -265,7 +252,7 @@ def run(job: CellJob, outbox: _Outbox) -> tuple:
         gpu_memory = gpu.stop()
     wall = time.perf_counter() - wall0
     usage = Usage(
-        wall=wall, cpu=time.process_time() - cpu0, peak_memory=_peak_rss(), gpu_memory=gpu_memory
+        wall=wall, cpu=time.process_time() - cpu0, peak_memory=memory.stop(), gpu_memory=gpu_memory
     )
     outputs = {name: namespace[name] for name in job.outputs if name in namespace}
     return ("done", outputs, value, usage)
