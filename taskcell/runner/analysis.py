@@ -31,6 +31,15 @@ a name *may* be read before the cell binds it, it is an input. The rules, one li
   walrus targets bind; ``except E as e`` binds ``e`` and then deletes it, as Python does.
 - ``with`` bodies are analysed as straight-line code (a context manager that swallows the
   exception is not modelled), and the code run by ``exec``/``eval``/``globals()`` is not seen.
+- IPython's own syntax, once transformed (``get_ipython().run_line_magic(...)``,
+  ``run_cell_magic``, ``system``, ``getoutput``), is listed in ``magics``. The Python a magic runs
+  in the notebook's namespace is analysed as the cell's own: ``%time``/``%%time``, ``%prun``
+  and ``%%capture`` bodies read and bind, ``%timeit`` only reads; ``{expr}`` and ``$name`` in a
+  shell command or a line magic's arguments are reads. A cell magic's body is transformed with
+  the ``transform`` given to :func:`analyze_cell` (IPython's ``transform_cell``).
+- A file the cell opens by a path it names (``open("a.csv")``, ``pd.read_csv(path)``,
+  ``np.load(...)``, ``Path("x").read_text()``) is listed in ``files``, with the path when it is
+  a literal (or a name the cell bound to one), or the notebook name holding it.
 
 :func:`taskcell.runner.closure.function_globals` complements this at run time, from byte code.
 """
@@ -39,13 +48,16 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import io
+import re
+import string
 import tokenize
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["CellAnalysis", "analyze_cell"]
+__all__ = ["CellAnalysis", "FileRead", "analyze_cell"]
 
 # Names every cell can read without the notebook's namespace. IPython adds the last three to
 # builtins while it runs a cell; they are listed so the result is the same in and out of IPython.
@@ -55,6 +67,25 @@ _BUILTINS: frozenset[str] = frozenset(
     for name in dir(builtins)
     if not name.startswith("_") or (name.startswith("__") and name.endswith("__"))
 ) | {"__builtins__", "display", "get_ipython", "__IPYTHON__"}
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A file a cell reads by a path it names.
+
+    Attributes
+    ----------
+    function
+        The reader as the cell calls it: ``"open"``, ``"pd.read_csv"``, ``"np.load"``.
+    path
+        The path, where the cell writes it as a literal or binds a name to one first.
+    name
+        Else the notebook name that holds the path (a global the cell reads).
+    """
+
+    function: str
+    path: str | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +119,11 @@ class CellAnalysis:
         ``lambda``, in order of definition.
     classes
         Names of classes defined at the cell's top level.
+    magics
+        IPython magics and shell escapes the cell uses, as written: ``"%time"``,
+        ``"%%capture"``, ``"!"`` (``!cmd``), ``"!!"`` (``x = !cmd``), in order of use.
+    files
+        Files the cell reads by a path it names, in order (see :class:`FileRead`).
     has_last_expr
         The cell ends with a bare expression statement, whose value is the cell's ``Out[]``.
     last_expr_silenced
@@ -102,6 +138,8 @@ class CellAnalysis:
     star_imports: tuple[str, ...] = ()
     functions: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
+    magics: tuple[str, ...] = ()
+    files: tuple[FileRead, ...] = ()
     has_last_expr: bool = False
     last_expr_silenced: bool = False
 
@@ -224,7 +262,8 @@ def _function_locals(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) 
 class _CellVisitor(ast.NodeVisitor):
     """Collects a cell's global reads, binds and deletions, with Python's scoping and flow."""
 
-    def __init__(self) -> None:
+    def __init__(self, transform: Callable[[str], str] | None = None) -> None:
+        self.transform = transform
         self.module = _Scope("module")
         self.scope = self.module
         self.reads: dict[str, None] = {}
@@ -234,6 +273,10 @@ class _CellVisitor(ast.NodeVisitor):
         self.star_imports: dict[str, None] = {}
         self.functions: dict[str, None] = {}
         self.classes: dict[str, None] = {}
+        self.magics: dict[str, None] = {}
+        self.files: dict[FileRead, None] = {}
+        #: Module-level names the cell last bound to a string literal (``path = "a.csv"``).
+        self.literals: dict[str, str] = {}
         self.lazy_annotations = False  # `from __future__ import annotations`
         self._deferred: list[tuple[_Scope, list[ast.AST]]] = []
         self._loops: list[_Loop] = []
@@ -252,27 +295,28 @@ class _CellVisitor(ast.NodeVisitor):
             self.reads.setdefault(name)
 
     def _read(self, name: str) -> None:
+        if self._is_global(name):
+            self._global_read(name)
+
+    def _is_global(self, name: str) -> bool:
+        """Whether reading ``name`` here looks it up in the notebook's global namespace."""
         scope = self.scope
-        if name in scope.declared_global:
-            self._global_read(name)
-            return
-        if scope.kind == "module":
-            self._global_read(name)
-            return
+        if name in scope.declared_global or scope.kind == "module":
+            return True
         if scope.kind == "class" and name in (scope.state or ()):
-            return
+            return False
         if scope.kind in ("function", "comprehension") and name in scope.local:
-            return
+            return False
         # A free name: enclosing function scopes, never enclosing class bodies, then globals.
         enclosing = scope.parent
         while enclosing is not None and enclosing.kind != "module":
             if enclosing.kind != "class":
                 if name in enclosing.declared_global:
-                    break
+                    return True
                 if name in enclosing.local:
-                    return
+                    return False
             enclosing = enclosing.parent
-        self._global_read(name)
+        return True
 
     def _target(self, walrus: bool) -> _Scope:
         return self._flow() if walrus else self.scope
@@ -281,6 +325,7 @@ class _CellVisitor(ast.NodeVisitor):
         scope = self._target(walrus)
         if scope.kind == "module" or name in scope.declared_global:
             self.binds.setdefault(name)
+            self.literals.pop(name, None)
             if self.module.state is not None:
                 self.module.state.add(name)
         elif scope.kind == "class" and scope.state is not None:
@@ -350,6 +395,11 @@ class _CellVisitor(ast.NodeVisitor):
             self.visit(target)
             if isinstance(node.value, ast.Lambda):
                 self._lambda_name(target)
+        literal = _string(node.value)
+        if literal is not None and self.scope is self.module:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.literals[target.id] = literal
 
     def _lambda_name(self, target: ast.AST) -> None:
         if self.scope is self.module and isinstance(target, ast.Name):
@@ -604,6 +654,185 @@ class _CellVisitor(ast.NodeVisitor):
         self.visit(node.test)
         self._branches(lambda: self.visit(node.body), lambda: self.visit(node.orelse))
 
+    def visit_Call(self, node: ast.Call) -> None:
+        self.generic_visit(node)
+        shell_call = _shell_call(node)
+        if shell_call is not None:
+            self._shell(*shell_call)
+            return
+        read = _file_read(node)
+        if read is not None:
+            function, path = read
+            self._file(function, path)
+
+    # -- IPython and files ---------------------------------------------------------------------
+
+    def _shell(self, kind: str, args: list[str]) -> None:
+        """A magic or shell escape, with the Python it runs in the notebook's namespace."""
+        if kind in ("!", "!!"):
+            self.magics.setdefault(kind)
+            self._expanded_reads(args[0])
+            return
+        name, line, body = args[0], args[1] if len(args) > 1 else "", args[2:]
+        self.magics.setdefault(kind + name)
+        if not body:  # a line magic
+            if name in _LINE_CODE:
+                self._embedded(_statement(line, _LINE_CODE[name]), binds=name != "timeit")
+            else:
+                self._expanded_reads(line)
+            return
+        if name == "capture":
+            self._capture_target(line)
+        elif name != "timeit":
+            self._expanded_reads(line)
+        if name in _CELL_CODE:
+            code = self._transformed(body[0])
+            if name == "timeit":  # the line is setup code, run in one function with the body
+                code = _statement(line, _LINE_CODE["timeit"]) + "\n" + code
+            self._embedded(code, binds=name != "timeit")
+
+    def _transformed(self, code: str) -> str:
+        return code if self.transform is None else self.transform(code)
+
+    def _embedded(self, code: str, binds: bool) -> None:
+        """Analyse Python a magic runs here; with ``binds=False`` keep only what it reads."""
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            return  # IPython will say so when the cell runs
+        kept = (dict(self.binds), dict(self.dels), _copy(self.module.state), dict(self.literals))
+        self._visit_body(tree.body)
+        if not binds:
+            self.binds, self.dels, self.module.state, self.literals = kept
+
+    def _expanded_reads(self, text: str) -> None:
+        """The names IPython expands into a command or magic line: ``{expr}`` and ``$name``."""
+        try:
+            expressions = [f for _, f, _, _ in string.Formatter().parse(text) if f]
+        except ValueError:
+            expressions = []
+        for expression in expressions:
+            with contextlib.suppress(SyntaxError, ValueError):
+                self.visit(ast.parse(expression, mode="eval"))
+        for name in _DOLLAR_NAME.findall(text):
+            self._read(name)
+
+    def _capture_target(self, line: str) -> None:
+        words = [w for w in line.split() if not w.startswith("-")]
+        if words and words[-1].isidentifier():
+            self._bind(words[-1])
+
+    def _file(self, function: str, path: ast.expr) -> None:
+        literal = _string(path)
+        if literal is not None:
+            self.files.setdefault(FileRead(function, path=literal))
+        elif isinstance(path, ast.Name):
+            if self.scope is self.module and path.id in self.literals:
+                self.files.setdefault(FileRead(function, path=self.literals[path.id]))
+            elif self._is_global(path.id) and path.id not in (self.module.state or ()):
+                self.files.setdefault(FileRead(function, name=path.id))
+
+
+_SHELL_METHODS = {"run_line_magic": "%", "run_cell_magic": "%%", "system": "!", "getoutput": "!!"}
+#: Line magics whose argument is Python run in the namespace, with the options they take a value
+#: for (``%timeit -n 10 -r 3 stmt``); ``%timeit`` binds nothing (it runs in a function).
+_LINE_CODE = {"time": "", "timeit": "nrp", "prun": "lDTsq"}
+#: Cell magics whose body is Python run in the namespace.
+_CELL_CODE = frozenset({"time", "timeit", "prun", "capture"})
+_DOLLAR_NAME = re.compile(r"(?<![$\\])\$([A-Za-z_][A-Za-z0-9_]*)")
+#: Readers whose first argument (or one of these keywords) is a path.
+_PATH_KEYWORDS = (
+    "filepath_or_buffer",
+    "path",
+    "path_or_buf",
+    "file",
+    "fname",
+    "filename",
+    "io",
+    "urlpath",
+    "source",
+)
+_READERS = frozenset(
+    {"open", "load", "loadtxt", "genfromtxt", "fromfile", "memmap", "imread", "load_npz", "loadmat"}
+)
+_PATH_READERS = frozenset({"read_text", "read_bytes", "open"})
+
+
+def _shell_call(node: ast.Call) -> tuple[str, list[str]] | None:
+    """``("%", ["time", "x = f()"])`` for ``get_ipython().run_line_magic("time", "x = f()")``."""
+    func = node.func
+    if not (
+        isinstance(func, ast.Attribute)
+        and func.attr in _SHELL_METHODS
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "get_ipython"
+    ):
+        return None
+    args = [_string(a) for a in node.args]
+    if not args or any(a is None for a in args):
+        return None
+    return _SHELL_METHODS[func.attr], [a for a in args if a is not None]
+
+
+def _statement(line: str, valued_options: str) -> str:
+    """A magic line without its leading options: ``-n 10 -r 3 f(x)`` -> ``f(x)``."""
+    words = line.split(" ")
+    while words and words[0].startswith("-") and len(words[0]) > 1:
+        option = words.pop(0)
+        if option[-1] in valued_options and len(option) == 2 and words:
+            words.pop(0)
+        while words and not words[0]:
+            words.pop(0)
+    return " ".join(words)
+
+
+def _file_read(node: ast.Call) -> tuple[str, ast.expr] | None:
+    """``("pd.read_csv", <path expr>)`` when ``node`` reads a file by a path it names."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if (
+        name in _PATH_READERS
+        and isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Call)
+        and _dotted(func.value.func).rpartition(".")[2] in ("Path", "PurePath")
+        and func.value.args
+    ):
+        return _dotted(func), func.value.args[0]
+    if not (name in _READERS or name.startswith("read_")):
+        return None
+    if node.args and not isinstance(node.args[0], ast.Starred):
+        return _dotted(func), node.args[0]
+    for keyword in node.keywords:
+        if keyword.arg in _PATH_KEYWORDS:
+            return _dotted(func), keyword.value
+    return None
+
+
+def _dotted(node: ast.expr) -> str:
+    """``np.load`` for the expression ``np.load``; ``Path(...).read_text`` for a call in it."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return f"{_dotted(node.func)}(...)"
+    return "..."
+
+
+def _string(node: ast.expr) -> str | None:
+    """The string a literal (or ``Path("literal")``) stands for; None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if (
+        isinstance(node, ast.Call)
+        and _dotted(node.func).rpartition(".")[2] in ("Path", "PurePath")
+        and len(node.args) == 1
+        and not node.keywords
+    ):
+        return _string(node.args[0])
+    return None
+
 
 def _ends_with_semicolon(source: str) -> bool:
     """IPython's rule: the cell's last token, comments and newlines aside, is ``;``."""
@@ -618,7 +847,7 @@ def _ends_with_semicolon(source: str) -> bool:
     return False
 
 
-def analyze_cell(source: str) -> CellAnalysis:
+def analyze_cell(source: str, transform: Callable[[str], str] | None = None) -> CellAnalysis:
     """Analyse one cell's Python source: what it reads, binds, deletes and imports.
 
     Parameters
@@ -627,6 +856,9 @@ def analyze_cell(source: str) -> CellAnalysis:
         The cell as plain Python (IPython syntax such as ``%magic`` or ``!cmd`` already
         transformed, e.g. by ``shell.transform_cell``). Top-level ``await`` is allowed, as in
         IPython.
+    transform
+        Turns IPython source into Python (``shell.transform_cell``), for the bodies of cell
+        magics such as ``%%time`` inside the cell; without it they are parsed as they are.
 
     Returns
     -------
@@ -649,7 +881,7 @@ def analyze_cell(source: str) -> CellAnalysis:
     except ValueError as e:  # null bytes, before Python 3.12
         raise SyntaxError(str(e)) from None
     compile(tree, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-    visitor = _CellVisitor()
+    visitor = _CellVisitor(transform)
     visitor._visit_body(tree.body)
     final = visitor.module.state or set()
     has_last_expr = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
@@ -661,12 +893,8 @@ def analyze_cell(source: str) -> CellAnalysis:
         star_imports=tuple(visitor.star_imports),
         functions=tuple(visitor.functions),
         classes=tuple(visitor.classes),
+        magics=tuple(visitor.magics),
+        files=tuple(visitor.files),
         has_last_expr=has_last_expr,
         last_expr_silenced=has_last_expr and _ends_with_semicolon(source),
     )
-
-
-# -- run time: the globals notebook functions need ---------------------------------------------
-
-# Opcodes that read a global (LOAD_NAME in class bodies; LOAD_FROM_DICT_OR_GLOBALS from 3.12).
-# `del x` under `global x` needs x to exist, so it counts as a read.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskcell.runner.analysis import CellAnalysis, analyze_cell
+from taskcell.runner.analysis import CellAnalysis, FileRead, analyze_cell
 
 A = CellAnalysis
 
@@ -75,7 +75,7 @@ CASES = [
     (
         "with-as",
         "with open(p) as fh:\n    data = fh.read()\nn = len(data)",
-        A(inputs=("p",), outputs=("fh", "data", "n")),
+        A(inputs=("p",), outputs=("fh", "data", "n"), files=(FileRead("open", name="p"),)),
     ),
     (
         "try-except-as",
@@ -251,3 +251,77 @@ def test_analyze_cell(source: str, expected: CellAnalysis) -> None:
 def test_bad_code_raises_syntax_error(source: str) -> None:
     with pytest.raises(SyntaxError):
         analyze_cell(source)
+
+
+F = FileRead
+
+# IPython source, as a user types it; the test transforms it as the kernel does.
+IPYTHON_CASES = [
+    (
+        "time-line-binds-and-reads",
+        "%time x = f(y)",
+        A(inputs=("f", "y"), outputs=("x",), magics=("%time",), has_last_expr=True),
+    ),
+    (
+        "timeit-reads-only",
+        "%timeit -n 10 -r 2 g(w)",
+        A(inputs=("g", "w"), magics=("%timeit",), has_last_expr=True),
+    ),
+    (
+        "timeit-cell-setup-then-body",
+        "%%timeit -n 3 s = setup(k)\nrun(s, m)",
+        A(inputs=("setup", "k", "run", "m"), magics=("%%timeit",), has_last_expr=True),
+    ),
+    (
+        "time-cell-body-is-the-cell",
+        "%%time\nq = h(r)\n!echo {q}\nq",
+        A(inputs=("h", "r"), outputs=("q",), magics=("%%time", "!"), has_last_expr=True),
+    ),
+    (
+        "capture-binds-its-name",
+        "%%capture cap --no-stderr\nprint(u)\nv = 1",
+        A(inputs=("u",), outputs=("cap", "v"), magics=("%%capture",), has_last_expr=True),
+    ),
+    (
+        "shell-expansions-read",
+        "!echo {a + 1} $b $$c\nz = !ls {d}",
+        A(inputs=("a", "b", "d"), outputs=("z",), magics=("!", "!!")),
+    ),
+    (
+        "kernel-magics-listed",
+        "%matplotlib inline\n%env A=$B",
+        A(inputs=("B",), magics=("%matplotlib", "%env"), has_last_expr=True),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"), [c[1:] for c in IPYTHON_CASES], ids=[c[0] for c in IPYTHON_CASES]
+)
+def test_ipython_syntax(source: str, expected: CellAnalysis) -> None:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    transform = TransformerManager().transform_cell
+    assert analyze_cell(transform(source), transform) == expected
+
+
+FILE_CASES = [
+    ("literal", "df = pd.read_csv('a.csv')", (F("pd.read_csv", path="a.csv"),)),
+    ("keyword", "a = np.load(file=p)", (F("np.load", name="p"),)),
+    (
+        "bound-to-a-literal-first",
+        "p = 'b.json'\nd = json.load(open(p))",
+        (F("open", path="b.json"),),
+    ),
+    ("pathlib", "t = Path('c.txt').read_text()", (F("Path(...).read_text", path="c.txt"),)),
+    ("a-parameter-is-not-a-file", "def f(q):\n    return open(q)", ()),
+    ("a-name-bound-by-the-cell-is-not-the-notebooks", "q = g()\nopen(q)", ()),
+    ("not-a-reader", "x = f.read()\ny = compute('a.csv')", ()),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "files"), [c[1:] for c in FILE_CASES], ids=[c[0] for c in FILE_CASES]
+)
+def test_files_the_cell_reads(source: str, files: tuple[FileRead, ...]) -> None:
+    assert analyze_cell(source).files == files
