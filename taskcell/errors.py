@@ -106,3 +106,8 @@ def user_error(error: CellError) -> CellError:
     named = cls.__new__(cls)
     CellError.__init__(named, error.traceback_text, error.type_name)
     return named
+
+
+class CellCodeError(_StatedError, ValueError):
+    """A ``%%task`` cell uses what can only run in the notebook's kernel (a magic such as
+    ``%matplotlib``); the message names it, and nothing ran."""

@@ -13,7 +13,7 @@ from IPython.core.magic import (
     no_var_expand,
     output_can_be_silenced,
 )
-from IPython.display import display, publish_display_data
+from IPython.display import clear_output, display, publish_display_data
 
 from taskcell.errors import SpecError
 from taskcell.runner.history import kernel_history
@@ -44,6 +44,35 @@ class _StatusLine:
             self._handle.update(bundle, raw=True)
 
 
+class _CellDisplays:
+    """Shows what a task cell displays; the figures it leaves open once it ends are shown
+    after its ``Out[]``, as the inline backend shows them (on ``post_execute``)."""
+
+    def __init__(self, shell: Any) -> None:
+        self._later: list[dict] = []
+        shell.events.register("post_execute", self._show_later)
+
+    def __call__(self, event: dict) -> None:
+        if event.get("after_cell"):
+            self._later.append(event)
+        else:
+            _publish(event)
+
+    def _show_later(self) -> None:
+        later, self._later = self._later, []
+        for event in later:
+            _publish(event)
+
+
+def _publish(event: dict) -> None:
+    publish_display_data(
+        event["data"],
+        event.get("metadata") or {},
+        transient=event.get("transient"),
+        update=event.get("update", False),
+    )
+
+
 def _cell_number(shell: Any) -> int:
     """The N of this cell's ``In[N]``: IPython 9 counts up before a cell runs, 8 after, and
     both have stored the cell's input by now."""
@@ -58,6 +87,7 @@ class TaskMagics(Magics):
         super().__init__(shell)
         self.history = kernel_history()
         self.environments: dict[str, Environment] = {}
+        self._displays = _CellDisplays(shell)
 
     @property
     def _ipython(self) -> InteractiveShell:
@@ -88,8 +118,11 @@ class TaskMagics(Magics):
             body=self._ipython.transform_cell(cell),
             shown=f"%%task {line}\n{cell}",
             filename=f"<cell In[{count}]>",
+            transform=self._ipython.transform_cell,
         )
-        out = Display(stream=print_stream, display=publish_display_data, status=_StatusLine())
+        out = Display(
+            stream=print_stream, display=self._displays, status=_StatusLine(), clear=clear_output
+        )
         try:
             return run_cell_task(
                 connect.current_client(),

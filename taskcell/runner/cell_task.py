@@ -9,12 +9,13 @@ binds back into the namespace only if it succeeds. Results over a threshold stay
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import pickle
 import queue
 import sys
 import time
 import types
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,14 +34,17 @@ from taskcell.errors import (
     Interrupted,
     user_error,
 )
-from taskcell.runner import events
+from taskcell.runner import events, process_state
 from taskcell.runner.analysis import analyze_cell
+from taskcell.runner.cell_dask import uses_dask
+from taskcell.runner.cell_magics import check_magics
 from taskcell.runner.closure import function_globals, is_notebook_defined
 from taskcell.runner.history import TaskRecord
-from taskcell.runner.job import CellJob
-from taskcell.runner.remote import CellResult, run_cell
+from taskcell.runner.job import CellJob, CellResult
+from taskcell.runner.remote import run_cell
 from taskcell.runner.remote_value import RemoteValue
 from taskcell.runner.stopping import stop_cell
+from taskcell.runner.writeback import Sent
 from taskcell.spec import Resources, parse_quantity
 from taskcell.spec.amounts import show_request
 
@@ -53,21 +57,28 @@ SCATTER_THRESHOLD = 1 << 20
 
 @dataclass
 class CellSource:
-    """A cell as the kernel holds it: the body to run and the cell as the user sees it."""
+    """A cell as the kernel holds it: the body to run and the cell as the user sees it, and
+    how IPython turns its own syntax into Python (for the bodies of magics in the cell)."""
 
     body: str
     shown: str
     filename: str
     line_offset: int = 1
+    transform: Callable[[str], str] | None = None
 
 
 @dataclass
 class Display:
-    """Where a running cell's output goes; the magic wires these to IPython."""
+    """Where a running cell's output goes; the magic wires these to IPython.
+
+    ``display`` takes a display event (see :mod:`taskcell.runner.cell_shell`); ``clear`` is
+    ``clear_output(wait)``.
+    """
 
     stream: Callable[[str, str], None]
-    display: Callable[[dict, dict], None]
+    display: Callable[[dict], None]
     status: Callable[[str], None]
+    clear: Callable[[bool], None] = lambda wait: None
 
 
 @dataclass
@@ -79,10 +90,12 @@ class Submission:
     record: TaskRecord
     resources: dict[str, float]
     capable: int
-    deleted: tuple[str, ...]
+    #: The notebook's objects the cell was sent, and the names it may delete.
+    sent: Sent
     events: queue.Queue = field(default_factory=queue.Queue)
     attempts: list[str] = field(default_factory=list)
     sizes: dict[str, int] | None = None
+    changed_sizes: dict[str, int] = field(default_factory=dict)
 
 
 def submit_cell(
@@ -98,10 +111,11 @@ def submit_cell(
     ``retries``: how many times the cell may start again on another worker when its worker
     dies; with 0 it starts at most once.
     """
-    analysis = analyze_cell(cell.body)
+    analysis = analyze_cell(cell.body, cell.transform)
+    check_magics(analysis)
     placement = plan(request, client)
     key = unique_key(name)
-    pickled, remote = _inputs(client, analysis.inputs, namespace)
+    inputs = _inputs(client, analysis.inputs, namespace)
     job = CellJob(
         key=key,
         source=cell.body,
@@ -112,12 +126,16 @@ def submit_cell(
         topic=client.id,
         gpus=_gpu_count(request, placement.resources),
         retries=retries,
-        pickled=pickled,
+        pickled=inputs.pickled,
+        same=inputs.same,
+        clients=inputs.clients,
+        uses_dask=uses_dask(analysis, cell.body, inputs.objects.values()),
+        state=process_state.capture(),
     )
     record = TaskRecord(key=key, cell=name, request=request, source=cell.body)
     inbox = events.listen(client, key)
     future = client.submit(
-        run_cell, job, remote, key=key, resources=placement.resources or None, pure=False
+        run_cell, job, inputs.remote, key=key, resources=placement.resources or None, pure=False
     )
     future.add_done_callback(lambda _: inbox.put({"kind": "ended"}))
     claim(client, placement, future, followed=True)
@@ -127,7 +145,7 @@ def submit_cell(
         record=record,
         resources=placement.resources,
         capable=len(placement.workers),
-        deleted=analysis.deleted,
+        sent=Sent(inputs.objects, analysis.deleted),
         events=inbox,
     )
 
@@ -140,35 +158,96 @@ def _gpu_count(request: Resources, resources: dict[str, float]) -> int | None:
     return None if gpus == 0 and request.gpu is not None else gpus
 
 
-def _inputs(
-    client: Client, names: tuple[str, ...], namespace: MutableMapping[str, Any]
-) -> tuple[dict[str, bytes], dict[str, Any]]:
+@dataclass
+class _Inputs:
+    """A cell's inputs as they travel: pickled here, or as futures."""
+
+    pickled: dict[str, bytes] = field(default_factory=dict)
+    remote: dict[str, Any] = field(default_factory=dict)
+    same: dict[str, str] = field(default_factory=dict)
+    clients: tuple[str, ...] = ()
+    objects: dict[str, Any] = field(default_factory=dict)
+
+
+def _inputs(client: Client, names: tuple[str, ...], namespace: MutableMapping[str, Any]) -> _Inputs:
     """The cell's inputs: small ones pickled here, large or remote ones as futures.
 
     A function the notebook defined brings the notebook globals it reads along as inputs of
     their own, and travels without them: the cell process binds it to the cell's namespace.
-    An input that cannot travel is named (:class:`InputError`) and nothing is submitted.
+    Names bound to one object travel once and share it there; the notebook's Dask client
+    stays here (the cell gets its process's own). An input that cannot travel is named
+    (:class:`InputError`) and nothing is submitted.
     """
+    from distributed import Client
+
     wanted = [n for n in names if n in namespace]
     for n in list(wanted):
         if is_notebook_defined(namespace[n], namespace):
             wanted += sorted(function_globals(namespace[n], namespace) - set(wanted))
-    pickled: dict[str, bytes] = {}
-    remote: dict[str, Any] = {}
+    inputs = _Inputs(objects={n: namespace[n] for n in wanted})
+    first: dict[int, str] = {}
+    clients = []
     for n in wanted:
         value = namespace[n]
-        if isinstance(value, RemoteValue):
-            remote[n] = value.future
+        if isinstance(value, Client):
+            clients.append(_same_cluster(n, value, client))
+        elif id(value) in first:
+            inputs.same[n] = first[id(value)]
+        elif isinstance(value, RemoteValue):
+            inputs.remote[n] = value.future
         elif isinstance(value, types.FunctionType) and value.__module__ == "__main__":
-            pickled[n] = _pickled(n, _detached(value))
+            inputs.pickled[n] = _pickled(n, _detached(value))
         elif sizeof(value) > SCATTER_THRESHOLD:
-            try:
-                remote[n] = client.scatter(value, hash=False)
-            except Exception as e:
-                raise _cannot_travel(n, value, e) from None
+            inputs.remote[n] = _scattered(client, n, value)
         else:
-            pickled[n] = _pickled(n, value)
-    return pickled, remote
+            inputs.pickled[n] = _pickled(n, value)
+        first.setdefault(id(value), n)
+    inputs.clients = tuple(clients)
+    return inputs
+
+
+def _same_cluster(name: str, value: Any, client: Client) -> str:
+    """``name``, a notebook client the cell may use: it must reach the cell's own cluster."""
+    theirs, ours = value.scheduler.address, client.scheduler.address
+    if theirs != ours:
+        raise InputError(
+            f"input {name!r} is a Dask client of the scheduler at {theirs}, but the cell runs on "
+            f"the cluster at {ours}: in the cell, {name} would reach neither. Use one cluster "
+            f"(%task_cluster {theirs})."
+        )
+    return name
+
+
+def _scattered(client: Client, name: str, value: Any) -> Any:
+    """``value`` sent to the cluster ahead of the cell; one line, and no log, if it cannot."""
+    try:
+        with _quiet_distributed():
+            return client.scatter(value, hash=False)
+    except Exception as e:
+        raise _cannot_travel(name, value, e) from None
+
+
+@contextlib.contextmanager
+def _quiet_distributed() -> Iterator[None]:
+    """Silence distributed's logging of a failed serialisation: the error says it in one line."""
+    import logging
+
+    loggers = [
+        logging.getLogger(n)
+        for n in (
+            "distributed.protocol.pickle",
+            "distributed.protocol.core",
+            "distributed.protocol.serialize",
+        )
+    ]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _pickled(name: str, value: Any) -> bytes:
@@ -260,12 +339,15 @@ def _handle(event: dict, sub: Submission, out: Display) -> None:
     if kind == "stream":
         out.stream(event["name"], event["text"])
     elif kind == "display":
-        out.display(event["data"], event.get("metadata") or {})
+        out.display(event)
+    elif kind == "clear":
+        out.clear(event["wait"])
     elif kind == "started":
         sub.attempts.append(event["worker"])
         sub.record.start(event["worker"])
     elif kind == "finished":
         sub.sizes = event["sizes"]
+        sub.changed_sizes = event.get("changed_sizes", {})
 
 
 def _status(client: Client, sub: Submission, waited: float) -> str:
@@ -318,11 +400,7 @@ def _result(client: Client, sub: Submission, out: Display) -> CellResult:
     if sub.future.status == "cancelled":
         raise _cancelled(client, sub, out)
     try:
-        threshold = _threshold()
-        if sub.sizes is not None and max(sub.sizes.values(), default=0) > threshold:
-            result = _split_large(client, sub.future, sub.sizes, threshold)
-        else:
-            result = sub.future.result()
+        result = _fetch(client, sub)
     except CellInterrupted as e:  # cancelled: handle.cancel(), %task_cancel, the sidebar
         sub.record.finish("cancelled", error=f"{e} {_where(sub)}")
         out.status(f"cancelled {_where(sub)}; nothing was written back")
@@ -364,31 +442,37 @@ def _threshold() -> int:
     return parse_quantity(config.get("result-threshold"), "taskcell.result-threshold")
 
 
-def _split_large(client: Client, cell: Future, sizes: dict[str, int], threshold: int) -> CellResult:
-    """Fetch the small outputs; leave each large one on the worker behind a handle."""
-    large = {n for n, size in sizes.items() if size > threshold}
-    small = client.submit(_without, cell, large, pure=False).result()
-    for n in large:
-        future = client.submit(_pick, cell, n, pure=False)
-        small.outputs[n] = RemoteValue(future, n, sizes[n])
-    return small
+def _fetch(client: Client, sub: Submission) -> CellResult:
+    """The cell's result, its large outputs left on the worker behind handles, as are large
+    new states of inputs that were already there (others come to change the notebook's)."""
+    threshold = _threshold()
+    remote = {n for n, v in sub.sent.objects.items() if isinstance(v, RemoteValue)}
+    large = {n: size for n, size in (sub.sizes or {}).items() if size > threshold}
+    changed = {n: s for n, s in sub.changed_sizes.items() if s > threshold and n in remote}
+    if not large and not changed:
+        return sub.future.result()
+    small = client.submit(_without, sub.future, set(large), set(changed), pure=False).result()
+    outputs = {n: _left_there(client, sub.future, "outputs", n, size) for n, size in large.items()}
+    kept = {n: _left_there(client, sub.future, "changed", n, size) for n, size in changed.items()}
+    return dataclasses.replace(
+        small, outputs={**small.outputs, **outputs}, changed={**small.changed, **kept}
+    )
 
 
-def _without(result: CellResult, names: set[str]) -> CellResult:
-    kept = {n: v for n, v in result.outputs.items() if n not in names}
-    return CellResult(kept, result.value, result.usage, result.worker)
+def _left_there(client: Client, cell: Future, part: str, name: str, size: int) -> RemoteValue:
+    return RemoteValue(client.submit(_pick, cell, part, name, pure=False), name, size)
 
 
-def _pick(result: CellResult, name: str) -> Any:
-    return result.outputs[name]
+def _without(result: CellResult, outputs: set[str], changed: set[str]) -> CellResult:
+    return dataclasses.replace(
+        result,
+        outputs={n: v for n, v in result.outputs.items() if n not in outputs},
+        changed={n: v for n, v in result.changed.items() if n not in changed},
+    )
 
 
-def write_back(namespace: MutableMapping[str, Any], sub: Submission, result: CellResult) -> None:
-    """Bind the cell's outputs in ``namespace`` and drop the names it deleted."""
-    namespace.update(result.outputs)
-    for n in sub.deleted:
-        if n not in result.outputs:
-            namespace.pop(n, None)
+def _pick(result: CellResult, part: str, name: str) -> Any:
+    return getattr(result, part)[name]
 
 
 def print_stream(name: str, text: str) -> None:

@@ -7,9 +7,10 @@ between cells; each cell gets a fresh namespace.
 
 Messages both ways are tuples over one socket (see :mod:`taskcell.runner.wire`): the worker sends a
 :class:`~taskcell.runner.job.CellJob`; the child answers with any number of
-``("stream", name, text)`` and ``("display", bundle)`` messages, then one of
-``("done", outputs, value, usage)``, ``("error", traceback_text, type_name)``,
-``("input-error", message)`` or ``("interrupted",)``.
+``("stream", name, text)``, ``("display", event)`` (see :mod:`taskcell.runner.cell_shell`),
+``("clear", wait)`` and ``("secede",)`` (the cell will wait on the cluster: give its thread
+back) messages, then one of ``("done", CellResult)``, ``("error", traceback_text,
+type_name)``, ``("input-error", message)`` or ``("interrupted",)``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import ctypes
+import dataclasses
 import io
 import linecache
-import os
 import pickle
 import signal
 import socket
@@ -33,8 +34,11 @@ from typing import Any
 
 import cloudpickle
 
+from taskcell.runner import cell_dask, process_state
+from taskcell.runner.cell_shell import cell_shell
+from taskcell.runner.changes import InputSnapshot, Written
 from taskcell.runner.gpu_usage import gpu_peak
-from taskcell.runner.job import CellJob, Usage
+from taskcell.runner.job import CellJob, CellResult, Shown, Usage
 from taskcell.runner.peak_memory import PeakMemory
 from taskcell.runner.wire import Channel
 
@@ -138,19 +142,6 @@ def _interruptible() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
-def _display_function(outbox: _Outbox):
-    def display(*objs: Any, **kwargs: Any) -> None:
-        """Show objects in the notebook cell that runs this task, as IPython's display does."""
-        from IPython.core.formatters import DisplayFormatter
-
-        formatter = DisplayFormatter()
-        for obj in objs:
-            data, metadata = formatter.format(obj)
-            outbox.send(("display", {"data": data, "metadata": metadata}))
-
-    return display
-
-
 def _compile(job: CellJob) -> tuple[Any, Any]:
     """The cell's statements and, when it ends in an expression, that expression apart."""
     linecache.cache[job.filename] = (
@@ -210,27 +201,29 @@ def _rebuilt(pickled: dict[str, bytes]) -> dict[str, Any]:
     return values
 
 
-def _default_client(source: str) -> None:
-    """Connect this process to its worker's scheduler once, for a cell that uses Dask's own
-    API: ``distributed.get_client()``, ``Event``, ``Queue`` and friends find no worker here."""
-    from distributed.client import _get_global_client
-
-    if "distributed" in source and _get_global_client() is None:
-        from distributed import Client
-
-        Client(os.environ["DASK_SCHEDULER_ADDRESS"], set_as_default=True)
+def _inputs(job: CellJob) -> dict[str, Any]:
+    """The cell's inputs by name; names the notebook bound to one object share it here."""
+    inputs = {**_rebuilt(job.pickled), **job.inputs}
+    for name, same in job.same.items():
+        inputs[name] = inputs[same]
+    return inputs
 
 
-def run(job: CellJob, outbox: _Outbox) -> tuple:
+def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     """Execute one cell; the reply tuple described in the module docstring."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "display": _display_function(outbox)}
+    dask_client = cell_dask.client(lambda: outbox.send(("secede",))) if job.uses_dask else None
     try:
-        inputs = {**_rebuilt(job.pickled), **job.inputs}
+        inputs = _inputs(job)
     except InputError as e:
         return ("input-error", str(e))
-    _default_client(job.source)
-    namespace.update(inputs)
+    if dask_client is not None:
+        inputs.update(dict.fromkeys(job.clients, dask_client))
+        if cell_dask.adopt(dask_client, inputs.values()):
+            outbox.send(("secede",))  # the cell may wait on the notebook's futures
+    namespace: dict[str, Any] = {"__name__": "__main__", **inputs}
     _adopt(namespace, inputs)
+    process_state.apply(job.state)
+    snapshot = InputSnapshot(inputs, written)
     memory = PeakMemory()
     memory.start()
     gpu = gpu_peak()
@@ -240,9 +233,11 @@ def run(job: CellJob, outbox: _Outbox) -> tuple:
     sys.stdout, sys.stderr = _Stream(outbox, "stdout"), _Stream(outbox, "stderr")
     try:
         body, last = _compile(job)
-        with _interruptible():
+        with cell_shell(namespace, outbox.send) as shell, _interruptible():
             exec(body, namespace)
             value = eval(last, namespace) if last is not None else None
+            if "matplotlib.pyplot" in sys.modules:
+                _flush_figures(shell)
     except KeyboardInterrupt:
         return ("interrupted",)
     except BaseException as e:
@@ -254,8 +249,58 @@ def run(job: CellJob, outbox: _Outbox) -> tuple:
     usage = Usage(
         wall=wall, cpu=time.process_time() - cpu0, peak_memory=memory.stop(), gpu_memory=gpu_memory
     )
-    outputs = {name: namespace[name] for name in job.outputs if name in namespace}
-    return ("done", outputs, value, usage)
+    return ("done", _result(job, namespace, snapshot, value, usage, dask_client))
+
+
+def _flush_figures(shell: Any) -> None:
+    """Display the figures the cell left open, as the inline backend does once a cell ends,
+    marked so the notebook shows them after the cell's ``Out[]``, as it would there."""
+    from taskcell.runner import figures
+
+    shell.display_pub.after_cell = True
+    figures.flush()
+
+
+def _result(
+    job: CellJob,
+    namespace: dict[str, Any],
+    snapshot: InputSnapshot,
+    value: Any,
+    usage: Usage,
+    dask_client: Any,
+) -> CellResult:
+    """What the cell sends back: outputs, changed inputs, and which of them are inputs."""
+    inputs = {id(v): name for name, v in reversed(snapshot.objects.items())}
+    if dask_client is not None and job.clients:
+        inputs[id(dask_client)] = job.clients[0]
+    outputs, aliases, shared = {}, {}, {}
+    made: dict[int, str] = {}
+    for name in job.outputs:
+        if name not in namespace:
+            continue
+        value = namespace[name]
+        if id(value) in inputs:
+            aliases[name] = inputs[id(value)]
+        elif id(value) in made:
+            shared[name] = made[id(value)]
+        else:
+            outputs[name] = value
+            made[id(value)] = name
+    changed = snapshot.changed()
+    futures = dask_client is not None and bool(
+        cell_dask.hand_over(dask_client, [*outputs.values(), *changed.values(), value], job.topic)
+    )
+    return CellResult(
+        outputs=outputs,
+        value=value,
+        usage=usage,
+        changed=changed,
+        aliases=aliases,
+        shared=shared,
+        value_alias=inputs.get(id(value)) if value is not None else None,
+        state=process_state.changed(job.state),
+        futures=futures,
+    )
 
 
 def _user_traceback(error: BaseException, filename: str) -> str:
@@ -277,29 +322,46 @@ def serve(channel: Channel) -> None:
         except KeyboardInterrupt:
             continue  # an interrupt that arrived after its cell had finished
         try:
-            reply = run(job, outbox)
+            reply = run(job, outbox, channel.written)
         except KeyboardInterrupt:
             reply = ("interrupted",)
         try:
             outbox.send(reply)
-        except Exception as e:  # an output that cannot be pickled
-            channel.send(("error", _unsendable(reply, e), "PicklingError"))
+        except Exception:  # a value that cannot be pickled: the others still go
+            if reply[0] != "done":
+                raise
+            outbox.send(("done", _sendable(reply[1])))
         del job, reply  # the next cell's peak memory must not hold this one's values
 
 
-def _unsendable(reply: tuple, error: Exception) -> str:
-    """The message for a reply that cannot be pickled, naming the output at fault."""
-    outputs = reply[1] if reply[0] == "done" else {}
-    for name, value in outputs.items():
-        try:
-            cloudpickle.dumps(value)
-        except Exception as e:
-            return (
-                f"PicklingError: output {name!r} ({type(value).__name__}) cannot be sent back "
-                f"to the notebook: {e}. Delete it before the cell ends (del {name}), or make "
-                f"it in a plain cell.\n"
-            )
-    return f"PicklingError: cannot send the cell's outputs back: {error!r}\n"
+def _sendable(result: CellResult) -> CellResult:
+    """``result`` without what cannot travel back: each such output or changed input named
+    in ``lost``; a last value that cannot travel is sent as its ``repr``, what Out[] shows."""
+    lost: dict[str, str] = {}
+    lost_changes: dict[str, str] = {}
+    outputs = {n: v for n, v in result.outputs.items() if _travels(n, v, lost)}
+    changed = {n: v for n, v in result.changed.items() if _travels(n, v, lost_changes)}
+    value = result.value if _travels("", result.value, {}) else Shown(repr(result.value))
+    state = [(c, v) for c, v in result.state if _travels(c.name, v, {})]
+    return dataclasses.replace(
+        result,
+        outputs=outputs,
+        changed=changed,
+        value=value,
+        state=state,
+        lost=lost,
+        lost_changes=lost_changes,
+    )
+
+
+def _travels(name: str, value: Any, lost: dict[str, str]) -> bool:
+    """Whether ``value`` pickles; if not, why, in ``lost[name]``."""
+    try:
+        cloudpickle.dumps(value, protocol=5, buffer_callback=lambda _: None)
+    except Exception as e:
+        lost[name] = f"{type(value).__name__}: {e}" if str(e) else type(value).__name__
+        return False
+    return True
 
 
 def main() -> None:

@@ -20,10 +20,10 @@ from taskcell.runner.cell_task import (
     Submission,
     submit_cell,
     wait_for_cell,
-    write_back,
 )
 from taskcell.runner.history import TaskRecord
 from taskcell.runner.stopping import stop_cell
+from taskcell.runner.writeback import write_back
 from taskcell.spec import Resources
 
 if TYPE_CHECKING:
@@ -59,7 +59,8 @@ class BackgroundCell:
         self.kept: list[str] = []
         self._client, self._sub, self._namespace = client, sub, namespace
         self._order = next(_order)
-        self._before = {n: namespace.get(n, _MISSING) for n in (*sub.job.outputs, *sub.deleted)}
+        names = (*sub.job.outputs, *sub.sent.deleted, *sub.sent.objects)
+        self._before = {n: namespace.get(n, _MISSING) for n in names}
         self._done = threading.Event()
         self._drawing = threading.Lock()  # a redraw never races the first display
         self._shown = False
@@ -79,8 +80,7 @@ class BackgroundCell:
         out = Display(stream=self._stream, display=self._display, status=self._set_status)
         try:
             result = wait_for_cell(self._client, self._sub, out)
-            self._bind(result)
-            self.value = result.value
+            self.value = self._bind(result)
         except BaseException as e:
             self.error = e
         finally:
@@ -88,35 +88,41 @@ class BackgroundCell:
             self._done.set()
             self._changed(force=True)
 
-    def _bind(self, result: Any) -> None:
-        """Write back the names nobody rebound since; see the module docstring."""
+    def _bind(self, result: Any) -> Any:
+        """Apply the finished cell, binding only the names nobody rebound since (see the
+        module docstring); its value."""
         with _bind_lock:
-            for name in (*result.outputs, *self._sub.deleted):
-                now = self._namespace.get(name, _MISSING)
-                order, last = _bound.get(name, (None, _MISSING))
-                if order is not None and now is last:  # a background cell bound it
-                    unchanged = order < self._order
-                else:
-                    unchanged = now is self._before[name]
-                if not unchanged:
-                    self.kept.append(name)
-                    continue
-                if name in result.outputs:
-                    self._namespace[name] = result.outputs[name]
-                    _bound[name] = (self._order, result.outputs[name])
-                else:
-                    self._namespace.pop(name, None)
+            value, notes = write_back(
+                self._client, self._namespace, self._sub.sent, result, self._may_bind
+            )
+            for name in [*result.outputs, *result.aliases, *result.shared]:
+                if name not in self.kept:
+                    _bound[name] = (self._order, self._namespace.get(name))
             # Remember a value only while another background cell may bind the same name.
             others = [h for h in _running.values() if h is not self]
             for name in [n for n in _bound if not any(n in h._before for h in others)]:
                 del _bound[name]
+        for note in notes:
+            self._stream("stderr", f"taskcell: {note}\n")
+        return value
+
+    def _may_bind(self, name: str) -> bool:
+        now = self._namespace.get(name, _MISSING)
+        order, last = _bound.get(name, (None, _MISSING))
+        if order is not None and now is last:  # a background cell bound it
+            unchanged = order < self._order
+        else:
+            unchanged = now is self._before.get(name, _MISSING)
+        if not unchanged:
+            self.kept.append(name)
+        return unchanged
 
     def _stream(self, name: str, text: str) -> None:
         self.output = (self.output + text)[-_OUTPUT_SHOWN:]
         self._changed()
 
-    def _display(self, data: dict, metadata: dict) -> None:
-        self.displays.append(data)
+    def _display(self, event: dict) -> None:
+        self.displays.append(event["data"])
 
     def _set_status(self, text: str) -> None:
         self.status = text
@@ -130,6 +136,8 @@ class BackgroundCell:
             now = time.monotonic()
             if not self._shown or (not force and now - self._changed_at < 0.2):
                 return
+            if not force and self.record.ended is not None and not self.done():
+                return  # its error and names are not in yet: the last redraw shows them
             self._changed_at = now
             update_display(self._bundle(), raw=True, display_id=self.key)
 
@@ -213,5 +221,7 @@ def run_cell_task(
     if out is None:
         return BackgroundCell.start(client, sub, namespace)
     result = wait_for_cell(client, sub, out)
-    write_back(namespace, sub, result)
-    return result.value
+    value, notes = write_back(client, namespace, sub.sent, result)
+    for note in notes:
+        out.stream("stderr", f"taskcell: {note}\n")
+    return value

@@ -47,3 +47,49 @@ class CellJob:
     pickled: dict[str, bytes] = field(default_factory=dict)
     #: Inputs as values: those Dask brought to the worker (scattered, or kept remote).
     inputs: dict[str, Any] = field(default_factory=dict)
+    #: Inputs bound to the same object as another input in the notebook: name -> that input.
+    same: dict[str, str] = field(default_factory=dict)
+    #: Inputs holding the notebook's Dask ``Client``: in the cell, the cell process's own.
+    clients: tuple[str, ...] = ()
+    #: Whether the cell may use Dask: its process then connects to the cluster first.
+    uses_dask: bool = False
+    #: Process-wide state the notebook has (:mod:`taskcell.runner.process_state`).
+    state: list = field(default_factory=list)
+
+
+class Shown:
+    """Stands for a cell's last value that could not travel back: shown by its ``repr``, as
+    the notebook would have shown the value itself."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What a cell that finished sends back to the notebook.
+
+    ``outputs`` are the names it bound; ``changed`` the inputs it changed in place (their new
+    state, for the notebook's own objects); ``aliases`` the outputs that are an input's object
+    (``y = x``: the notebook binds its own ``x``), and ``value_alias`` the same for ``value``,
+    its last expression; ``shared`` the outputs bound to the same object as another output.
+    ``state`` is the process-wide state it changed; ``lost`` the outputs and ``lost_changes``
+    the changed inputs that could not travel back, with why; ``futures`` whether any of these
+    hold Dask futures.
+    """
+
+    outputs: dict[str, Any]
+    value: Any
+    usage: Usage
+    worker: str = ""
+    changed: dict[str, Any] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+    shared: dict[str, str] = field(default_factory=dict)
+    value_alias: str | None = None
+    state: list = field(default_factory=list)
+    lost: dict[str, str] = field(default_factory=dict)
+    lost_changes: dict[str, str] = field(default_factory=dict)
+    futures: bool = False

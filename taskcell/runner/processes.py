@@ -28,7 +28,8 @@ class CellProcess:
 
     def __init__(self, visible_devices: str | None, environ: Mapping[str, str]) -> None:
         ours, theirs = socket.socketpair()
-        env = {**os.environ, **environ}
+        # pyplot's figures appear in the notebook (taskcell.runner.figures)
+        env = {**os.environ, "MPLBACKEND": "module://taskcell.runner.figures", **environ}
         if visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = visible_devices
         self.visible_devices = visible_devices

@@ -12,29 +12,18 @@ import dataclasses
 import functools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from dask.sizeof import sizeof
-from distributed import get_worker
+from distributed import get_worker, secede
 from distributed.utils import sync
 
 from taskcell.errors import CellError, CellInterrupted, ClusterError, InputError
-from taskcell.runner.job import CellJob, Usage
+from taskcell.runner.job import CellJob, CellResult
 from taskcell.runner.processes import CellProcess, CellProcesses, worker_devices
 
 _processes: CellProcesses | None = None
 _lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class CellResult:
-    """The names a cell bound, the value of its last expression, and what it used."""
-
-    outputs: dict[str, Any]
-    value: Any
-    usage: Usage
-    worker: str
 
 
 def _pool() -> CellProcesses:
@@ -85,10 +74,14 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
         line = failure.summary if isinstance(failure, CellError) else str(failure)
         report(kind="failed", error=line)
         raise failure
-    _, outputs, value, usage = reply
-    sizes = {name: sizeof(v) for name, v in outputs.items()}
-    report(kind="finished", sizes=sizes, usage=dataclasses.asdict(usage))
-    return CellResult(outputs, value, usage, worker.address)
+    result: CellResult = reply[1]
+    report(
+        kind="finished",
+        sizes={name: sizeof(v) for name, v in result.outputs.items()},
+        changed_sizes={name: sizeof(v) for name, v in result.changed.items()},
+        usage=dataclasses.asdict(result.usage),
+    )
+    return dataclasses.replace(result, worker=worker.address)
 
 
 def _failure(reply: tuple) -> Exception:
@@ -125,12 +118,19 @@ def _report(worker: Any, job: CellJob, /, **event: Any) -> None:
 
 
 def _forward_until_reply(process: CellProcess, report: Callable[..., None]) -> tuple:
+    seceded = False
     while True:
         message = process.receive()
         if message[0] == "stream":
             report(kind="stream", name=message[1], text=message[2])
         elif message[0] == "display":
             report(kind="display", **message[1])
+        elif message[0] == "clear":
+            report(kind="clear", wait=message[1])
+        elif message[0] == "secede":
+            if not seceded:  # the cell waits on the cluster: its thread serves others meanwhile
+                secede()
+                seceded = True
         else:
             return message
 

@@ -27,6 +27,15 @@ class RemoteValue:
             self._local, self._fetched = self.future.result(), True
         return self._local
 
+    def retarget(self, value: Any) -> None:
+        """Stand for ``value`` from now on (another handle's, or a value here): a cell changed
+        this one in place, and every name holding this handle must see it."""
+        if isinstance(value, RemoteValue):
+            self.future, self.nbytes = value.future, value.nbytes
+            self._local, self._fetched = None, False
+        else:
+            self._local, self._fetched = value, True
+
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__") or attr in {"future", "name", "nbytes", "_local", "_fetched"}:
             raise AttributeError(attr)

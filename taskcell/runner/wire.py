@@ -4,9 +4,10 @@ Small buffers cross the socket once, straight from their memory into a buffer th
 allocates for them. Large ones (:data:`SHARE_MIN` and up) travel as shared memory: the cell
 process copies a large result once into a ``memfd`` segment and passes its file descriptor
 (``SCM_RIGHTS``); the worker maps it and keeps the value there. When a later cell, in any of
-the worker's cell processes, reads that value, the worker passes the same segment again, and
-the cell process maps it copy-on-write: no copy, and a cell that changes its input changes only
-its own pages.
+the worker's cell processes, reads that value, the worker passes the same segment again (a
+large input held elsewhere in the worker is copied into a new segment once), and the cell
+process maps it copy-on-write: no copy, a cell that changes its input changes only its own
+pages, and :meth:`Channel.written` tells which pages it changed.
 
 A cell process keeps the mappings of one cell's inputs and results for the next cell: mapping
 a GiB costs tens of milliseconds of page faults, and unmapping it as much again, so a cell that
@@ -116,13 +117,26 @@ class _Inputs:
             mapping = self._by_file.get(file)
             if mapping is None:
                 mapping = previous.pop(file, None)
-            if mapping is None or _written(mapping):
+            if mapping is None or _written(_address(mapping), len(mapping)):
                 mapping = mmap.mmap(fd, stat.st_size, access=mmap.ACCESS_COPY)
             os.close(fd)
             self._by_file[file] = mapping
             views.append(memoryview(mapping))
         self._stop_populating()
         return views
+
+    def written(self, buffer: memoryview) -> bool | None:
+        """Whether this process wrote to ``buffer`` since its segment was mapped here; None
+        when no copy-on-write mapping of this process holds it."""
+        try:
+            address = _address(buffer)
+        except TypeError:  # read-only memory
+            return None
+        for mapping in self._by_file.values():
+            start = _address(mapping)
+            if start <= address and address + buffer.nbytes <= start + len(mapping):
+                return _written(address, buffer.nbytes)
+        return None
 
     def keep_made(self, fds: list[int]) -> None:
         """Keep the segments this process made for a cell's results mapped for the next
@@ -171,12 +185,14 @@ def _populate(mappings: list[mmap.mmap], stop: threading.Event) -> None:
             _libc.madvise(ctypes.c_void_p(start + offset), length, _MADV_POPULATE_READ)
 
 
-def _written(mapping: mmap.mmap) -> bool:
-    """Whether this process wrote to any page of a copy-on-write ``mapping``."""
+def _written(address: int, length: int) -> bool:
+    """Whether this process wrote to any page of ``length`` bytes at ``address`` in a
+    copy-on-write file mapping."""
+    first, end = address // _PAGE, -(-(address + length) // _PAGE)
     try:
         with open("/proc/self/pagemap", "rb") as pagemap:
-            pagemap.seek(_address(mapping) // _PAGE * 8)
-            entries = pagemap.read(-(-len(mapping) // _PAGE) * 8)
+            pagemap.seek(first * 8)
+            entries = pagemap.read((end - first) * 8)
     except OSError:
         return True
     return b"\x01" in entries[_FLAGS_BYTE::8].translate(_WRITTEN_PAGE)
@@ -242,12 +258,19 @@ class Channel:
             for fd in made:
                 os.close(fd)
 
+    def written(self, buffer: memoryview) -> bool | None:
+        """The cell process's end: whether the cell wrote to a ``buffer`` it received as
+        shared memory (None: it was not received so)."""
+        return self._values.written(buffer) if isinstance(self._values, _Inputs) else None
+
     def _place(self, raw: memoryview, made: list[int]) -> tuple[int, int] | None:
         """Where a large buffer already is, or a new segment for it; None: send it inline."""
         if raw.nbytes < SHARE_MIN:
             return None
         if isinstance(self._values, _Segments):
-            return self._values.find(raw)
+            found = self._values.find(raw)
+            if found is not None:
+                return found
         made.append(_segment_of(raw))
         return made[-1], 0
 

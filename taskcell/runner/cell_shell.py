@@ -1,0 +1,80 @@
+"""IPython inside a cell process: ``%time``, ``!cmd``, ``%%capture`` and ``display`` as at home.
+
+A ``("display", event)`` message carries ``data`` and ``metadata`` (a MIME bundle), and where
+they apply ``transient`` (its ``display_id``), ``update`` (it replaces that display) and
+``after_cell`` (a figure shown once the cell ended: the notebook shows it after ``Out[]``).
+
+A cell process holds one IPython ``InteractiveShell`` (made on its first cell, without history),
+whose namespace is each cell's own. The magics a task cell may use (``taskcell.runner.cell_magics``)
+run through it exactly as in the notebook's kernel; what it displays, ``display()`` and
+``display_id`` updates included, goes to the notebook through the cell's outbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+Send = Callable[[tuple], None]
+
+
+def _publisher(send: Send) -> Any:
+    from IPython.core.displaypub import DisplayPublisher
+
+    class CellPublisher(DisplayPublisher):
+        """Sends what the cell displays to the notebook, as the kernel's publisher would;
+        once ``after_cell`` is set, marked to be shown after the cell's ``Out[]``."""
+
+        after_cell = False
+
+        def publish(
+            self,
+            data: dict,
+            metadata: dict | None = None,
+            source: Any = None,
+            *,
+            transient: dict | None = None,
+            update: bool = False,
+            **kwargs: Any,
+        ) -> None:
+            event: dict[str, Any] = {"data": data, "metadata": metadata or {}}
+            if transient:
+                event["transient"] = transient
+            if update:
+                event["update"] = True
+            if self.after_cell:
+                event["after_cell"] = True
+            send(("display", event))
+
+        def clear_output(self, wait: bool = False) -> None:
+            send(("clear", wait))
+
+    return CellPublisher()
+
+
+_shell: Any = None
+
+
+def _the_shell() -> Any:
+    global _shell
+    if _shell is None:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+
+        config = Config()
+        config.HistoryManager.enabled = False
+        _shell = InteractiveShell.instance(config=config)
+    return _shell
+
+
+@contextmanager
+def cell_shell(namespace: dict[str, Any], send: Send) -> Iterator[Any]:
+    """The shell, running in ``namespace`` and displaying through ``send``, while a cell runs:
+    ``get_ipython()`` and IPython's ``display`` work in the cell and in what it calls."""
+    shell = _the_shell()
+    shell.user_module, shell.user_ns = shell.prepare_user_module(user_ns=namespace)
+    shell.ns_table.update(user_global=namespace, user_local=namespace)
+    shell.display_pub = _publisher(send)
+    with shell.builtin_trap:
+        yield shell

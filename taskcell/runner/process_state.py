@@ -1,0 +1,211 @@
+"""Process-wide state a cell relies on, carried to its worker and back.
+
+A notebook's cells share one process: a seeded ``random`` or ``numpy.random``, matplotlib's
+style, pandas' display options, scikit-learn's config, the warnings filters. A task cell runs in
+another process, so each :class:`Carrier` captures one such piece in the kernel, sets it in the
+cell's process before the cell runs, and brings back what the cell changed (a generator that
+moved on, an option it set), which the kernel takes only if the cell succeeds.
+
+This module is the one list of them. Add one for another library with :func:`register`; its
+functions travel with each cell (by reference when importable, else by value)::
+
+    import taskcell.runner.process_state as ps
+    ps.register("torch.random", "torch", torch.random.get_rng_state, torch.random.set_rng_state)
+
+A carrier is captured only where its module is already imported, so a cell pays nothing for a
+library the notebook does not use.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Carrier", "apply", "capture", "changed", "register"]
+
+
+@dataclass(frozen=True)
+class Carrier:
+    """One piece of process-wide state: how to read it and how to set it.
+
+    Attributes
+    ----------
+    name
+        What it is called in messages and in the state sent with a cell.
+    module
+        The module that must be imported for the state to exist (``"numpy"``).
+    get
+        Returns the state, a picklable value.
+    set
+        Sets the state from what ``get`` returned (in another process).
+    """
+
+    name: str
+    module: str
+    get: Callable[[], Any]
+    set: Callable[[Any], None]
+
+
+_CARRIERS: dict[str, Carrier] = {}
+
+
+def register(name: str, module: str, get: Callable[[], Any], set: Callable[[Any], None]) -> None:
+    """Carry one more piece of process-wide state with every ``%%task`` cell (see above)."""
+    _CARRIERS[name] = Carrier(name, module, get, set)
+
+
+State = list[tuple[Carrier, Any]]
+"""Carriers with their states, as sent with a cell and returned by it."""
+
+
+def capture() -> State:
+    """The state of every carrier whose module this process has imported."""
+    return [(c, c.get()) for c in list(_CARRIERS.values()) if c.module in sys.modules]
+
+
+def apply(state: State) -> None:
+    """Set each carrier's state, as captured in another process."""
+    for carrier, value in state:
+        carrier.set(value)
+
+
+def changed(before: State) -> State:
+    """The states that differ from ``before`` now (a carrier's module newly imported too)."""
+    sent = {carrier.name: _bytes(value) for carrier, value in before}
+    return [(c, v) for c, v in capture() if sent.get(c.name) != _bytes(v)]
+
+
+def _bytes(value: Any) -> bytes | None:
+    try:
+        return pickle.dumps(value)
+    except Exception:  # a state that does not pickle cannot be compared: call it changed
+        return None
+
+
+# -- the built-in carriers -------------------------------------------------------------------
+
+
+def _random_get() -> Any:
+    import random
+
+    return random.getstate()
+
+
+def _random_set(state: Any) -> None:
+    import random
+
+    random.setstate(state)
+
+
+def _numpy_get() -> Any:
+    import numpy
+
+    return numpy.random.get_state()
+
+
+def _numpy_set(state: Any) -> None:
+    import numpy
+
+    numpy.random.set_state(state)
+
+
+#: rcParams that belong to the process, not to the notebook's style.
+_RC_OWN = frozenset({"backend", "backend_fallback", "interactive", "webagg.port", "timezone"})
+
+
+def _matplotlib_get() -> Any:
+    import matplotlib
+
+    defaults = matplotlib.rcParamsDefault
+    return {
+        k: v
+        for k, v in matplotlib.rcParams.items()
+        if k not in _RC_OWN and _differs(v, defaults.get(k))
+    }
+
+
+def _differs(a: Any, b: Any) -> bool:
+    try:
+        return bool(a != b)
+    except Exception:  # arrays and the like: compare what they pickle to
+        return _bytes(a) != _bytes(b)
+
+
+def _matplotlib_set(state: Any) -> None:
+    import matplotlib
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        matplotlib.rcdefaults()
+        matplotlib.rcParams.update(state)
+
+
+def _inline_get() -> Any:
+    from matplotlib_inline.config import InlineBackend
+
+    config = InlineBackend.instance()
+    return {"formats": sorted(config.figure_formats), "kwargs": dict(config.print_figure_kwargs)}
+
+
+def _inline_set(state: Any) -> None:
+    """In a cell process: draw figures as the notebook's inline backend would."""
+    from taskcell.runner import figures
+
+    figures.configure(state["formats"], state["kwargs"])
+
+
+def _pandas_get() -> Any:
+    import pandas
+
+    options = pandas._config.config._registered_options
+    return {
+        key: value
+        for key, option in options.items()
+        if _differs(value := pandas.get_option(key), option.defval)
+    }
+
+
+def _pandas_set(state: Any) -> None:
+    import pandas
+
+    options = pandas._config.config._registered_options
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated options warn when set
+        for key, option in options.items():
+            wanted = state.get(key, option.defval)
+            if _differs(pandas.get_option(key), wanted):
+                pandas.set_option(key, wanted)
+
+
+def _sklearn_get() -> Any:
+    import sklearn
+
+    return sklearn.get_config()
+
+
+def _sklearn_set(state: Any) -> None:
+    import sklearn
+
+    sklearn.set_config(**state)
+
+
+def _warnings_get() -> Any:
+    return list(warnings.filters)
+
+
+def _warnings_set(state: Any) -> None:
+    warnings.filters[:] = state  # type: ignore[index]
+    warnings._filters_mutated()  # type: ignore[attr-defined]
+
+
+register("random", "random", _random_get, _random_set)
+register("numpy.random", "numpy", _numpy_get, _numpy_set)
+register("matplotlib", "matplotlib", _matplotlib_get, _matplotlib_set)
+register("inline figures", "matplotlib_inline.config", _inline_get, _inline_set)
+register("pandas options", "pandas", _pandas_get, _pandas_set)
+register("sklearn config", "sklearn", _sklearn_get, _sklearn_set)
+register("warnings filters", "warnings", _warnings_get, _warnings_set)
