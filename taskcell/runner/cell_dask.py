@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -68,14 +69,31 @@ def adopt(cell_client: Any, values: Iterable[Any]) -> bool:
 
 
 def hand_over(cell_client: Any, values: Iterable[Any], notebook_client_id: str) -> list[str]:
-    """Tell the scheduler the notebook's client wants the futures in ``values``, before this
-    process lets go of them (the same stream carries both, in order); their keys."""
+    """Make the scheduler count the notebook's client among those that want the futures in
+    ``values``, before this process lets go of them; their keys.
+
+    Done through the scheduler's RPC, which returns once it is done (a message on this
+    client's stream could still be in its buffer when the process ends), and only once the
+    scheduler knows every key (a graph this cell just submitted may still be on its way).
+    """
     keys = list(dict.fromkeys(f.key for f in futures_in(values)))
-    if keys:
-        cell_client._send_to_scheduler(
-            {"op": "client-desires-keys", "keys": keys, "client": notebook_client_id}
-        )
+    if not keys:
+        return keys
+    deadline = time.monotonic() + _HAND_OVER_WAIT
+    while None in cell_client.sync(cell_client.scheduler.get_task_status, keys=keys).values():
+        if time.monotonic() > deadline:
+            break  # those it never learns of are lost, and a later compute says so
+        time.sleep(0.01)
+
+    def want(dask_scheduler: Any) -> None:  # nested, so it travels by value
+        dask_scheduler.client_desires_keys(keys=keys, client=notebook_client_id)
+
+    cell_client.run_on_scheduler(want)
     return keys
+
+
+#: How long a cell's new futures may take to reach the scheduler, in seconds.
+_HAND_OVER_WAIT = 30
 
 
 _DASK_WORDS = re.compile(r"\b(dask|distributed|compute|persist|get_client|Client)\b")

@@ -21,6 +21,7 @@ import ctypes
 import dataclasses
 import io
 import linecache
+import os
 import pickle
 import signal
 import socket
@@ -106,6 +107,10 @@ class _Stream(io.TextIOBase):
     def __init__(self, outbox: _Outbox, name: str) -> None:
         self._outbox = outbox
         self.name = name
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"  # as a kernel's streams: the notebook takes any text
 
     def writable(self) -> bool:
         return True
@@ -224,6 +229,7 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     _adopt(namespace, inputs)
     process_state.apply(job.state)
     snapshot = InputSnapshot(inputs, written)
+    environ = dict(os.environ)
     memory = PeakMemory()
     memory.start()
     gpu = gpu_peak()
@@ -245,11 +251,24 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     finally:
         sys.stdout, sys.stderr = stdout, stderr
         gpu_memory = gpu.stop()
+        environ_changes = _restored_environ(environ)
     wall = time.perf_counter() - wall0
     usage = Usage(
         wall=wall, cpu=time.process_time() - cpu0, peak_memory=memory.stop(), gpu_memory=gpu_memory
     )
-    return ("done", _result(job, namespace, snapshot, value, usage, dask_client))
+    result = _result(job, namespace, snapshot, value, usage, dask_client)
+    return ("done", dataclasses.replace(result, environ=environ_changes))
+
+
+def _restored_environ(before: dict[str, str]) -> dict[str, str | None]:
+    """What the cell did to the environment variables (None: unset), undone here: they are
+    the notebook's to keep, and this process runs other cells next."""
+    changes: dict[str, str | None] = {k: v for k, v in os.environ.items() if before.get(k) != v}
+    changes.update(dict.fromkeys(before.keys() - os.environ.keys()))
+    if changes:
+        os.environ.clear()
+        os.environ.update(before)
+    return changes
 
 
 def _flush_figures(shell: Any) -> None:
@@ -278,14 +297,14 @@ def _result(
     for name in job.outputs:
         if name not in namespace:
             continue
-        value = namespace[name]
-        if id(value) in inputs:
-            aliases[name] = inputs[id(value)]
-        elif id(value) in made:
-            shared[name] = made[id(value)]
+        bound = namespace[name]
+        if id(bound) in inputs:
+            aliases[name] = inputs[id(bound)]
+        elif id(bound) in made:
+            shared[name] = made[id(bound)]
         else:
-            outputs[name] = value
-            made[id(value)] = name
+            outputs[name] = bound
+            made[id(bound)] = name
     changed = snapshot.changed()
     futures = dask_client is not None and bool(
         cell_dask.hand_over(dask_client, [*outputs.values(), *changed.values(), value], job.topic)

@@ -76,7 +76,8 @@ class CellResult:
     state, for the notebook's own objects); ``aliases`` the outputs that are an input's object
     (``y = x``: the notebook binds its own ``x``), and ``value_alias`` the same for ``value``,
     its last expression; ``shared`` the outputs bound to the same object as another output.
-    ``state`` is the process-wide state it changed; ``lost`` the outputs and ``lost_changes``
+    ``state`` is the process-wide state it changed, ``environ`` the environment variables it
+    set (None: unset); ``lost`` the outputs and ``lost_changes``
     the changed inputs that could not travel back, with why; ``futures`` whether any of these
     hold Dask futures.
     """
@@ -90,6 +91,7 @@ class CellResult:
     shared: dict[str, str] = field(default_factory=dict)
     value_alias: str | None = None
     state: list = field(default_factory=list)
+    environ: dict[str, str | None] = field(default_factory=dict)
     lost: dict[str, str] = field(default_factory=dict)
     lost_changes: dict[str, str] = field(default_factory=dict)
     futures: bool = False

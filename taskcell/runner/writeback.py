@@ -3,12 +3,14 @@
 Only a cell that succeeded is applied, and then all of it: the inputs it changed in place take
 their new state, keeping their identity (:mod:`taskcell.runner.inplace`); the names it bound are
 bound, to the notebook's own objects where the cell bound an input's (``y = x``); the names it
-deleted go; process-wide state it changed (a random generator that moved on, an option it set)
-is set here. What could not come back is named in a note, never silently dropped.
+deleted go; process-wide state it changed (a random generator that moved on, an option it set,
+an environment variable) is set here. What could not come back is named in a note, never
+silently dropped.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -83,6 +85,11 @@ def write_back(
             f"Make it in a plain cell, or turn it into a value that pickles in this one."
         )
     process_state.apply(result.state)
+    for key, setting in result.environ.items():
+        if setting is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = setting
     value = sent.objects[result.value_alias] if result.value_alias else result.value
     return value, notes
 
