@@ -37,6 +37,12 @@ a name *may* be read before the cell binds it, it is an input. The rules, one li
   and ``%%capture`` bodies read and bind, ``%timeit`` only reads; ``{expr}`` and ``$name`` in a
   shell command or a line magic's arguments are reads. A cell magic's body is transformed with
   the ``transform`` given to :func:`analyze_cell` (IPython's ``transform_cell``).
+- ``mutated`` lists the notebook names whose objects the cell may change in place: the base of
+  an attribute or item it assigns, deletes or augments (``d[k] = v``, ``o.a += 1``), of a
+  method it calls (``lst.append(x)``, ``model.fit(X)``, ``np.random.seed(0)``: a module too;
+  consumers drop what they know is code), a name passed to a call other than a builtin that
+  changes nothing (``shuffle(items)``), and ``x += ...`` on a name it reads. Only names read
+  from the notebook count: a cell's own new objects are its outputs.
 - A file the cell opens by a path it names (``open("a.csv")``, ``pd.read_csv(path)``,
   ``np.load(...)``, ``Path("x").read_text()``) is listed in ``files``, with the path when it is
   a literal (or a name the cell bound to one), or the notebook name holding it.
@@ -119,6 +125,8 @@ class CellAnalysis:
         ``lambda``, in order of definition.
     classes
         Names of classes defined at the cell's top level.
+    mutated
+        Notebook names whose objects the cell may change in place, in order (see above).
     magics
         IPython magics and shell escapes the cell uses, as written: ``"%time"``,
         ``"%%capture"``, ``"!"`` (``!cmd``), ``"!!"`` (``x = !cmd``), in order of use.
@@ -138,6 +146,7 @@ class CellAnalysis:
     star_imports: tuple[str, ...] = ()
     functions: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
+    mutated: tuple[str, ...] = ()
     magics: tuple[str, ...] = ()
     files: tuple[FileRead, ...] = ()
     has_last_expr: bool = False
@@ -273,6 +282,7 @@ class _CellVisitor(ast.NodeVisitor):
         self.star_imports: dict[str, None] = {}
         self.functions: dict[str, None] = {}
         self.classes: dict[str, None] = {}
+        self.mutated: dict[str, None] = {}
         self.magics: dict[str, None] = {}
         self.files: dict[FileRead, None] = {}
         #: Module-level names the cell last bound to a string literal (``path = "a.csv"``).
@@ -408,11 +418,38 @@ class _CellVisitor(ast.NodeVisitor):
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.target, ast.Name):
             self._read(node.target.id)
+            self._mutate(node.target)
             self.visit(node.value)
             self._bind(node.target.id)
         else:
+            self._mutate(node.target)
             self.visit(node.target)
             self.visit(node.value)
+
+    def _mutate(self, node: ast.expr) -> None:
+        """Note the notebook name at the base of ``node`` (``a`` of ``a.b[c]``) as changed in
+        place, if the cell reads it from the notebook here."""
+        while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+            node = node.value
+        if isinstance(node, ast.Name) and self._reads_notebook(node.id):
+            self.mutated.setdefault(node.id)
+
+    def _reads_notebook(self, name: str) -> bool:
+        return (
+            self._is_global(name)
+            and name not in (self.module.state or ())
+            and (name not in _BUILTINS)
+        )
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self._mutate(node.value)
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self._mutate(node.value)
+        self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -656,6 +693,12 @@ class _CellVisitor(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
+        if isinstance(node.func, ast.Attribute):
+            self._mutate(node.func.value)
+        if not (isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS):
+            for argument in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(argument, (ast.Name, ast.Starred)):
+                    self._mutate(argument)
         shell_call = _shell_call(node)
         if shell_call is not None:
             self._shell(*shell_call)
@@ -733,6 +776,58 @@ class _CellVisitor(ast.NodeVisitor):
                 self.files.setdefault(FileRead(function, name=path.id))
 
 
+#: Builtins that never change what they are given.
+_PURE_BUILTINS = frozenset(
+    {
+        "print",
+        "len",
+        "sum",
+        "min",
+        "max",
+        "sorted",
+        "list",
+        "tuple",
+        "dict",
+        "set",
+        "frozenset",
+        "str",
+        "repr",
+        "int",
+        "float",
+        "bool",
+        "abs",
+        "round",
+        "range",
+        "enumerate",
+        "zip",
+        "any",
+        "all",
+        "isinstance",
+        "issubclass",
+        "type",
+        "id",
+        "hash",
+        "iter",
+        "map",
+        "filter",
+        "format",
+        "reversed",
+        "divmod",
+        "pow",
+        "chr",
+        "ord",
+        "hex",
+        "bin",
+        "oct",
+        "callable",
+        "hasattr",
+        "getattr",
+        "vars",
+        "dir",
+        "display",
+        "open",
+    }
+)
 _SHELL_METHODS = {"run_line_magic": "%", "run_cell_magic": "%%", "system": "!", "getoutput": "!!"}
 #: Line magics whose argument is Python run in the namespace, with the options they take a value
 #: for (``%timeit -n 10 -r 3 stmt``); ``%timeit`` binds nothing (it runs in a function).
@@ -893,6 +988,7 @@ def analyze_cell(source: str, transform: Callable[[str], str] | None = None) -> 
         star_imports=tuple(visitor.star_imports),
         functions=tuple(visitor.functions),
         classes=tuple(visitor.classes),
+        mutated=tuple(visitor.mutated),
         magics=tuple(visitor.magics),
         files=tuple(visitor.files),
         has_last_expr=has_last_expr,

@@ -10,7 +10,7 @@ A = CellAnalysis
 
 CASES = [
     # -- reads before binds ----------------------------------------------------------------
-    ("augassign", "x += 1", A(inputs=("x",), outputs=("x",))),
+    ("augassign", "x += 1", A(inputs=("x",), outputs=("x",), mutated=("x",))),
     ("read-then-rebind", "y = y + 1", A(inputs=("y",), outputs=("y",))),
     ("bind-then-read", "a = 1\nb = a + c", A(inputs=("c",), outputs=("a", "b"))),
     (
@@ -29,7 +29,7 @@ CASES = [
     (
         "attribute-and-subscript-targets",
         "a.b = 1\nd[k] = v\ndel e[0]",
-        A(inputs=("a", "v", "d", "k", "e")),
+        A(inputs=("a", "v", "d", "k", "e"), mutated=("a", "d", "e")),
     ),
     # -- flow --------------------------------------------------------------------------------
     (
@@ -45,7 +45,7 @@ CASES = [
     (
         "else-raise-ends-path",
         "if c:\n    x = 1\nelse:\n    raise ValueError(c)\ny = x",
-        A(inputs=("c",), outputs=("x", "y")),
+        A(inputs=("c",), outputs=("x", "y"), mutated=("c",)),
     ),
     (
         "for-loop",
@@ -155,7 +155,12 @@ CASES = [
     (
         "global-in-function",
         "def bump():\n    global counter, seen\n    counter += 1\n    seen = True\n",
-        A(inputs=("counter",), outputs=("bump", "counter", "seen"), functions=("bump",)),
+        A(
+            inputs=("counter",),
+            outputs=("bump", "counter", "seen"),
+            functions=("bump",),
+            mutated=("counter",),
+        ),
     ),
     (
         "lambda-assigned",
@@ -230,7 +235,7 @@ CASES = [
     (
         "multiline-last-expr",
         "f(\n    a,\n    'x;',\n);",
-        A(inputs=("f", "a"), has_last_expr=True, last_expr_silenced=True),
+        A(inputs=("f", "a"), mutated=("a",), has_last_expr=True, last_expr_silenced=True),
     ),
     ("two-statements-on-a-line", "v;w", A(inputs=("v", "w"), has_last_expr=True)),
     ("empty", "# only a comment\n", A()),
@@ -260,22 +265,33 @@ IPYTHON_CASES = [
     (
         "time-line-binds-and-reads",
         "%time x = f(y)",
-        A(inputs=("f", "y"), outputs=("x",), magics=("%time",), has_last_expr=True),
+        A(inputs=("f", "y"), outputs=("x",), mutated=("y",), magics=("%time",), has_last_expr=True),
     ),
     (
         "timeit-reads-only",
         "%timeit -n 10 -r 2 g(w)",
-        A(inputs=("g", "w"), magics=("%timeit",), has_last_expr=True),
+        A(inputs=("g", "w"), mutated=("w",), magics=("%timeit",), has_last_expr=True),
     ),
     (
         "timeit-cell-setup-then-body",
         "%%timeit -n 3 s = setup(k)\nrun(s, m)",
-        A(inputs=("setup", "k", "run", "m"), magics=("%%timeit",), has_last_expr=True),
+        A(
+            inputs=("setup", "k", "run", "m"),
+            mutated=("k", "m"),
+            magics=("%%timeit",),
+            has_last_expr=True,
+        ),
     ),
     (
         "time-cell-body-is-the-cell",
         "%%time\nq = h(r)\n!echo {q}\nq",
-        A(inputs=("h", "r"), outputs=("q",), magics=("%%time", "!"), has_last_expr=True),
+        A(
+            inputs=("h", "r"),
+            outputs=("q",),
+            mutated=("r",),
+            magics=("%%time", "!"),
+            has_last_expr=True,
+        ),
     ),
     (
         "capture-binds-its-name",
@@ -303,6 +319,22 @@ def test_ipython_syntax(source: str, expected: CellAnalysis) -> None:
 
     transform = TransformerManager().transform_cell
     assert analyze_cell(transform(source), transform) == expected
+
+
+MUTATION_CASES = [
+    ("method-call", "results.append(x)\nmodel.fit(X, y)", ("results", "x", "model", "X", "y")),
+    ("item-and-attribute", "d[k] = 1\no.a.b = 2\ndel e[0]", ("d", "o", "e")),
+    ("passed-to-a-function", "shuffle(items)\nprint(kept)\nn = len(other)", ("items",)),
+    ("a-new-object-is-not-the-notebooks", "xs = []\nxs.append(1)", ()),
+    ("augmented-item", "counts[w] += 1", ("counts",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "mutated"), [c[1:] for c in MUTATION_CASES], ids=[c[0] for c in MUTATION_CASES]
+)
+def test_names_the_cell_may_change_in_place(source: str, mutated: tuple[str, ...]) -> None:
+    assert analyze_cell(source).mutated == mutated
 
 
 FILE_CASES = [
