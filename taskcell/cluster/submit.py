@@ -87,3 +87,8 @@ def submit(
     )
     claim(client, placement, future)
     return future
+
+
+#: The annotation naming the ``%%task --graph`` cell a graph's task came from; the occupancy
+#: plugin shows such a task under the cell's name.
+CELL_ANNOTATION = "taskcell_cell"

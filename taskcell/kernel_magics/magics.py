@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -114,6 +115,19 @@ class TaskMagics(Magics):
         except SpecError as e:
             raise UsageError(str(e)) from None
         count = _cell_number(self._ipython)
+        if parsed.graph:
+            from taskcell.runner.graph_cell import run_graph_cell
+
+            return run_graph_cell(
+                connect.current_client(),
+                request,
+                lambda: self._run_here(cell, count),
+                name=parsed.name or f"cell-{count}",
+                source=self._ipython.transform_cell(cell),
+                history=self.history,
+                status=_StatusLine(),
+                retries=parsed.retries,
+            )
         source = CellSource(
             body=self._ipython.transform_cell(cell),
             shown=f"%%task {line}\n{cell}",
@@ -138,6 +152,20 @@ class TaskMagics(Magics):
             raise UsageError(str(e)) from None
 
     task.__doc__ = PARSER.format_help()
+
+    def _run_here(self, cell: str, count: int) -> Any:
+        """Run ``cell`` in this kernel as IPython runs a cell (as ``%%time`` does): its last
+        expression's value is returned, to be the cell's ``Out[]``."""
+        shell = self._ipython
+        transformed = shell.transform_cell(cell)
+        filename = shell.compile.cache(transformed, count, raw_code=cell)
+        tree = shell.transform_ast(shell.compile.ast_parse(transformed, filename=filename))
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        exec(shell.compile(tree, filename, "exec"), shell.user_ns)
+        if last is None:
+            return None
+        expression = ast.Expression(last.value)
+        return eval(shell.compile(expression, filename, "eval"), shell.user_ns)
 
     def _auto_presets(self, name: str | None, cell: str, ns: dict) -> Any:
         """``--preset auto``: the presets, with ``auto`` the request past runs of this cell

@@ -48,6 +48,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 from distributed.metrics import time
 
 from taskcell.cluster.provision import TOPIC as POOLS_TOPIC
+from taskcell.cluster.submit import CELL_ANNOTATION
 from taskcell.planner.amounts import shortfall, show_amount
 from taskcell.planner.ended import EndedTasks
 from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER, THREADS
@@ -98,7 +99,9 @@ def _task(
     """A task on the wire, its request read from the task unless given."""
     if request is None:
         request = request_record(ts.resource_restrictions)
-    return task_record(ts.key, ts.prefix.name, request, state, since, why)
+    cell = (ts.annotations or {}).get(CELL_ANNOTATION)  # a task of a %%task --graph cell
+    name = f"{cell}: {ts.prefix.name}" if cell else None
+    return task_record(ts.key, ts.prefix.name, request, state, since, why, name=name)
 
 
 class StartReporter(WorkerPlugin):

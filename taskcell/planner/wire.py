@@ -91,9 +91,13 @@ def task_record(
     state: str,
     since: float,
     waiting_for: str | None = None,
+    name: str | None = None,
 ) -> list:
-    """A task on the wire; its name (Dask's key ``prefix``) only where a string key lacks it."""
-    record = [str(key), None if isinstance(key, str) else prefix, request, _CODES[state], since]
+    """A task on the wire; its name (Dask's key ``prefix``) only where a string key lacks it,
+    or where it has one of its own (``name``: a ``%%task --graph`` cell's task)."""
+    if name is None and not isinstance(key, str):
+        name = prefix
+    record = [str(key), name, request, _CODES[state], since]
     if state == "queued":
         record.append(waiting_for)
     return record

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import pickle
 import queue
 import sys
@@ -40,7 +41,7 @@ from taskcell.runner.cell_dask import uses_dask
 from taskcell.runner.cell_magics import check_magics
 from taskcell.runner.closure import function_globals, is_notebook_defined
 from taskcell.runner.history import TaskRecord
-from taskcell.runner.job import CellJob, CellResult
+from taskcell.runner.job import CellJob, CellResult, PickledInputs
 from taskcell.runner.remote import run_cell
 from taskcell.runner.remote_value import RemoteValue
 from taskcell.runner.stopping import stop_cell
@@ -126,7 +127,7 @@ def submit_cell(
         topic=client.id,
         gpus=_gpu_count(request, placement.resources),
         retries=retries,
-        pickled=inputs.pickled,
+        pickled=_pickled(inputs.pickled),
         same=inputs.same,
         clients=inputs.clients,
         uses_dask=uses_dask(analysis, cell.body, inputs.objects.values()),
@@ -162,7 +163,7 @@ def _gpu_count(request: Resources, resources: dict[str, float]) -> int | None:
 class _Inputs:
     """A cell's inputs as they travel: pickled here, or as futures."""
 
-    pickled: dict[str, bytes] = field(default_factory=dict)
+    pickled: dict[str, Any] = field(default_factory=dict)
     remote: dict[str, Any] = field(default_factory=dict)
     same: dict[str, str] = field(default_factory=dict)
     clients: tuple[str, ...] = ()
@@ -196,11 +197,11 @@ def _inputs(client: Client, names: tuple[str, ...], namespace: MutableMapping[st
         elif isinstance(value, RemoteValue):
             inputs.remote[n] = value.future
         elif isinstance(value, types.FunctionType) and value.__module__ == "__main__":
-            inputs.pickled[n] = _pickled(n, _detached(value))
+            inputs.pickled[n] = _detached(value)
         elif sizeof(value) > SCATTER_THRESHOLD:
             inputs.remote[n] = _scattered(client, n, value)
         else:
-            inputs.pickled[n] = _pickled(n, value)
+            inputs.pickled[n] = value
         first.setdefault(id(value), n)
     inputs.clients = tuple(clients)
     return inputs
@@ -250,14 +251,23 @@ def _quiet_distributed() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def _pickled(name: str, value: Any) -> bytes:
-    """``value`` pickled, once it is known to unpickle too (the worker would fail later)."""
-    try:
-        data = cloudpickle.dumps(value, protocol=5)
-        pickle.loads(data)
-    except Exception as e:
-        raise _cannot_travel(name, value, e) from None
-    return data
+def _pickled(values: dict[str, Any]) -> PickledInputs:
+    """``values`` pickled by one pickler, once they are known to load too (the worker would
+    fail later); one that cannot is named."""
+    stream = io.BytesIO()
+    pickler = cloudpickle.CloudPickler(stream, protocol=5)
+    for name, value in values.items():
+        try:
+            pickler.dump(value)
+        except Exception as e:
+            raise _cannot_travel(name, value, e) from None
+    unpickler = pickle.Unpickler(io.BytesIO(stream.getvalue()))
+    for name, value in values.items():
+        try:
+            unpickler.load()
+        except Exception as e:
+            raise _cannot_travel(name, value, e) from None
+    return PickledInputs(tuple(values), stream.getvalue())
 
 
 def _cannot_travel(name: str, value: Any, error: Exception) -> InputError:

@@ -39,7 +39,7 @@ from taskcell.runner import cell_dask, process_state
 from taskcell.runner.cell_shell import cell_shell
 from taskcell.runner.changes import InputSnapshot, Written
 from taskcell.runner.gpu_usage import gpu_peak
-from taskcell.runner.job import CellJob, CellResult, Shown, Usage
+from taskcell.runner.job import CellJob, CellResult, PickledInputs, Shown, Usage
 from taskcell.runner.peak_memory import PeakMemory
 from taskcell.runner.wire import Channel
 
@@ -192,12 +192,13 @@ class InputError(Exception):
     """An input that the kernel pickled cannot be rebuilt here."""
 
 
-def _rebuilt(pickled: dict[str, bytes]) -> dict[str, Any]:
-    """The inputs the kernel pickled one by one, so one that fails is named."""
+def _rebuilt(pickled: PickledInputs) -> dict[str, Any]:
+    """The inputs the kernel pickled, in order, so one that fails is named."""
     values = {}
-    for name, data in pickled.items():
+    unpickler = pickle.Unpickler(io.BytesIO(pickled.data))
+    for name in pickled.names:
         try:
-            values[name] = pickle.loads(data)
+            values[name] = unpickler.load()
         except Exception as e:
             raise InputError(
                 f"input {name!r} was pickled in the notebook but cannot be rebuilt on the "

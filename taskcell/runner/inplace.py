@@ -12,6 +12,7 @@ another shape, an immutable value) is replaced instead, and :func:`update` says 
 from __future__ import annotations
 
 import collections
+import collections.abc
 import copyreg
 from typing import Any
 
@@ -79,9 +80,14 @@ def _update_by_type(old: Any, new: Any, memo: dict[int, Any], depth: int) -> boo
         old[:] = new
         return True
     if _is_ndarray(old):
-        if old.shape != new.shape or old.dtype != new.dtype or not old.flags.writeable:
+        if old.size != new.size or old.dtype != new.dtype or not old.flags.writeable:
             return False
+        if old.shape != new.shape:
+            old.shape = new.shape  # AttributeError where it cannot be reshaped without a copy
         old[...] = new
+        return True
+    if isinstance(old, collections.abc.MutableSequence):  # array.array, user sequences
+        old[:] = new
         return True
     return _update_attributes(old, new, memo, depth) or _update_state(old, new, memo)
 

@@ -23,6 +23,16 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class PickledInputs:
+    """Small inputs, pickled one after another by one pickler into ``data``, in the order of
+    ``names``: objects they share stay shared (``book["page"] is items``), and an input that
+    fails to load is named, as the ones before it load first."""
+
+    names: tuple[str, ...] = ()
+    data: bytes = b""
+
+
+@dataclass(frozen=True)
 class CellJob:
     """One cell to run on a worker.
 
@@ -43,8 +53,8 @@ class CellJob:
     gpus: int | None = 0
     #: Starts allowed after the first when a worker dies under the cell (``--retries``).
     retries: int = 0
-    #: Small inputs, each pickled on its own in the kernel so one that fails is named.
-    pickled: dict[str, bytes] = field(default_factory=dict)
+    #: Small inputs, pickled in the kernel (see :class:`PickledInputs`).
+    pickled: PickledInputs = field(default_factory=PickledInputs)
     #: Inputs as values: those Dask brought to the worker (scattered, or kept remote).
     inputs: dict[str, Any] = field(default_factory=dict)
     #: Inputs bound to the same object as another input in the notebook: name -> that input.

@@ -62,9 +62,11 @@ State = list[tuple[Carrier, Any]]
 """Carriers with their states, as sent with a cell and returned by it."""
 
 
-def capture() -> State:
-    """The state of every carrier whose module this process has imported."""
-    return [(c, c.get()) for c in list(_CARRIERS.values()) if c.module in sys.modules]
+def capture(carriers: list[Carrier] | None = None) -> State:
+    """The state of every carrier (the registered ones by default) whose module this process
+    has imported."""
+    chosen = list(_CARRIERS.values()) if carriers is None else carriers
+    return [(c, c.get()) for c in chosen if c.module in sys.modules]
 
 
 def apply(state: State) -> None:
@@ -74,9 +76,11 @@ def apply(state: State) -> None:
 
 
 def changed(before: State) -> State:
-    """The states that differ from ``before`` now (a carrier's module newly imported too)."""
+    """The states that differ from ``before`` now (a carrier's module newly imported too),
+    of the carriers in ``before`` (another process's own among them) and those registered."""
+    carriers = {**_CARRIERS, **{carrier.name: carrier for carrier, _ in before}}
     sent = {carrier.name: _bytes(value) for carrier, value in before}
-    return [(c, v) for c, v in capture() if sent.get(c.name) != _bytes(v)]
+    return [(c, v) for c, v in capture(list(carriers.values())) if sent.get(c.name) != _bytes(v)]
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -158,27 +162,31 @@ def _inline_set(state: Any) -> None:
     figures.configure(state["formats"], state["kwargs"])
 
 
+def _pandas_options() -> dict[str, Any]:
+    """pandas' options (deprecated ones aside: they warn when read), with their defaults."""
+    from pandas._config import config
+
+    deprecated = config._deprecated_options
+    return {k: o.defval for k, o in config._registered_options.items() if k not in deprecated}
+
+
 def _pandas_get() -> Any:
     import pandas
 
-    options = pandas._config.config._registered_options
     return {
         key: value
-        for key, option in options.items()
-        if _differs(value := pandas.get_option(key), option.defval)
+        for key, default in _pandas_options().items()
+        if _differs(value := pandas.get_option(key), default)
     }
 
 
 def _pandas_set(state: Any) -> None:
     import pandas
 
-    options = pandas._config.config._registered_options
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # deprecated options warn when set
-        for key, option in options.items():
-            wanted = state.get(key, option.defval)
-            if _differs(pandas.get_option(key), wanted):
-                pandas.set_option(key, wanted)
+    for key, default in _pandas_options().items():
+        wanted = state.get(key, default)
+        if _differs(pandas.get_option(key), wanted):
+            pandas.set_option(key, wanted)
 
 
 def _sklearn_get() -> Any:

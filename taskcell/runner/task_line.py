@@ -105,6 +105,11 @@ def _parser() -> _Parser:
     )
     p.add_argument("--bg", action="store_true", help="return at once with a handle")
     p.add_argument(
+        "--graph",
+        action="store_true",
+        help="run the cell here; every task its Dask graphs submit carries the request",
+    )
+    p.add_argument(
         "--retries",
         default="0",
         metavar="N",
@@ -131,6 +136,7 @@ class TaskLine:
     env: str | None = None
     name: str | None = None
     background: bool = False
+    graph: bool = False
     retries: int = 0
 
 
@@ -141,6 +147,8 @@ def parse_task_line(line: str) -> TaskLine:
     except ValueError as e:
         raise SpecError(f"%%task: cannot split the line {line!r}: {e}") from None
     ns = PARSER.parse_args(_values_joined(words))
+    if ns.graph and ns.bg:
+        raise SpecError("%%task: --graph runs the cell in this kernel, so it cannot be --bg")
     if ns.preset and ns.preset_option and ns.preset != ns.preset_option:
         raise SpecError(f"%%task: two presets given, {ns.preset!r} and {ns.preset_option!r}")
     return TaskLine(
@@ -150,6 +158,7 @@ def parse_task_line(line: str) -> TaskLine:
         env=ns.env,
         name=ns.name,
         background=ns.bg,
+        graph=ns.graph,
         retries=_retries(ns.retries),
     )
 

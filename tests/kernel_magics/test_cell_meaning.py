@@ -1,0 +1,227 @@
+"""A ``%%task`` cell means what it means in Python: real kernels, real scheduler and workers.
+
+The notebook corpus (``tests/corpus``) compares whole notebooks with and without ``%%task``;
+these tests pin the rules one at a time, with the cases a corpus seldom reaches: failures and
+interrupts change nothing, aliases, values that cannot come back, kernel-only magics, the
+state a user registers, ``--graph`` and a cell waiting on its own graph on one thread.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(module_dask):
+    """A one-thread worker, and a one-thread worker advertising ``GPU=1`` (named ``gpu``)."""
+    module_dask.worker(name="plain")
+    module_dask.worker("--resources", "GPU=1", name="gpu")
+    module_dask.wait_for_workers(2)
+    return module_dask
+
+
+@pytest.fixture(scope="module")
+def nb(kernel, cluster):
+    out = kernel.run(f"%task_cluster {cluster.address}")
+    assert out.status == "ok", out.error_text
+    return kernel
+
+
+def cell(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+def test_changes_in_place_reach_every_name_and_only_when_the_cell_succeeds(nb):
+    nb.run("items = [0]\nsame = items\nbook = {'page': items}\nclass Box: pass\nbox = Box()")
+    failed = nb.run(
+        cell("""
+        %%task
+        items.append(1)
+        book['title'] = 'x'
+        box.size = 3
+        raise ValueError('after the changes')
+    """)
+    )
+    assert failed.status == "error" and "after the changes" in failed.error_text
+    assert nb.value("(items, book, hasattr(box, 'size'))") == ([0], {"page": [0]}, False)
+    done = nb.run("%%task\nitems.append(1)\nbook['title'] = 'x'\nbox.size = 3")
+    assert done.status == "ok", done.error_text
+    assert nb.value("(same, same is items, book['page'] is items, box.size)") == (
+        [0, 1],
+        True,
+        True,
+        3,
+    )
+
+
+def test_an_interrupted_cell_changes_nothing(nb):
+    nb.run("log = []")
+    msg_id = nb.start(
+        "%%task\nimport time\nlog.append('started')\nprint('started', flush=True)\ntime.sleep(60)"
+    )
+    seen = ""
+    while "started" not in seen:
+        msg = nb.client.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+            seen += msg["content"]["text"]
+    nb.manager.interrupt_kernel()
+    out = nb.wait(msg_id, timeout=30)
+    assert out.status == "error" and "KeyboardInterrupt" in out.error_text
+    assert nb.value("log") == []
+
+
+def test_an_alias_the_change_cannot_reach_is_named(nb):
+    nb.run("class Draft: pass\nclass Final: pass\ndoc = Draft()\npinned = doc")
+    out = nb.run("%%task\ndoc.__class__ = Final")  # Python changes the type in place
+    assert out.status == "ok", out.error_text
+    assert "pinned still holds the value from before" in out.stderr
+    assert nb.value("(type(doc).__name__, type(pinned).__name__)") == ("Final", "Draft")
+
+
+def test_a_background_cell_changes_in_place_when_it_ends(nb):
+    nb.run("pending = []")
+    out = nb.run("%%task --bg\npending.extend(range(3))")
+    assert out.status == "ok", out.error_text
+    assert nb.run("_.wait(60)").status == "ok"
+    assert nb.value("pending") == [0, 1, 2]
+
+
+def test_state_a_user_registers_travels_and_comes_back(nb):
+    out = nb.run(
+        cell("""
+        import decimal
+        from taskcell.runner import process_state
+        process_state.register(
+            "decimal precision",
+            "decimal",
+            lambda: decimal.getcontext().prec,
+            lambda prec: setattr(decimal.getcontext(), "prec", prec),
+        )
+        decimal.getcontext().prec = 7
+    """)
+    )
+    assert out.status == "ok", out.error_text
+    out = nb.run("%%task\nseen = decimal.getcontext().prec\ndecimal.getcontext().prec = 12")
+    assert out.status == "ok", out.error_text
+    assert nb.value("(seen, decimal.getcontext().prec)") == (7, 12)
+
+
+@pytest.mark.parametrize("magic", ["%load_ext autoreload", "%store items", "%matplotlib inline"])
+def test_a_magic_that_needs_the_kernel_is_refused_before_anything_runs(nb, magic):
+    nb.run("ran = 'no'")
+    out = nb.run(f"%%task\nran = 'yes'\n{magic}")
+    assert out.status == "error"
+    assert f"{magic.split()[0]} cannot run inside a %%task cell" in out.error_text
+    assert nb.value("ran") == "no"
+
+
+def test_shell_escapes_and_timings_run_on_the_worker(nb):
+    out = nb.run(
+        cell("""
+        %%task
+        %%time
+        import os
+        where = os.environ['TASKCELL_WORKER_NAME']
+        !echo on {where}
+        names = !echo a b
+        """)
+    )
+    assert out.status == "ok", out.error_text
+    assert "Wall time" in out.stdout
+    worker = nb.value("where")
+    assert f"on {worker}" in out.stdout
+    assert nb.value("names") == ["a b"]
+
+
+def test_a_graph_cell_gives_every_task_its_request(nb):
+    nb.run(
+        cell("""
+        import dask
+        from distributed import get_worker
+
+        @dask.delayed
+        def where(i):
+            return get_worker().name
+    """)
+    )
+    out = nb.run(
+        "%%task --graph --gpu 1 --name placed\nset(dask.compute(*[where(i) for i in range(6)]))"
+    )
+    assert out.status == "ok", out.error_text
+    assert out.result == "{'gpu'}"
+    assert nb.run("_t = %tasks").status == "ok"
+    assert nb.value("_t[_t.cell == 'placed'].state.tolist()") == ["finished"]
+
+
+def test_a_graph_cell_no_worker_can_meet_submits_nothing(nb):
+    nb.run("sent = []")
+    out = nb.run("%%task --graph --gpu 4\nsent.append(dask.compute(where(0)))")
+    assert out.status == "error"
+    assert "asks GPU=4" in out.error_text and "Nothing was submitted" in out.error_text
+    assert nb.value("sent") == []
+
+
+def test_a_graph_cells_tasks_show_under_its_name(nb):
+    out = nb.run(
+        cell("""
+        from distributed import Event, get_client
+        gate = Event("taskcell-graph-gate")
+        def held(event_name):
+            from distributed import Event
+            return Event(event_name).wait(60)
+    """)
+    )
+    assert out.status == "ok", out.error_text
+    out = nb.run("%%task --graph --name gated\nheld_future = get_client().submit(held, gate.name)")
+    assert out.status == "ok", out.error_text
+    try:
+        shown = nb.run(
+            cell("""
+            import time
+            from taskcell.planner import snapshot
+            for _ in range(600):
+                _names = {t["name"] for w in snapshot()["workers"] for t in w["tasks"]}
+                if "gated: held" in _names:
+                    break
+                time.sleep(0.1)
+            print(sorted(_names))
+        """),
+            timeout=90,
+        )
+        assert "gated: held" in shown.stdout, shown.stdout + shown.error_text
+    finally:
+        nb.run("gate.set()\nheld_future.result()")
+
+
+@pytest.fixture
+def fresh_kernel():
+    from conftest import KernelSession
+
+    session = KernelSession()
+    try:
+        assert session.run("%load_ext taskcell").status == "ok"
+        yield session
+    finally:
+        session.stop()
+
+
+def test_a_cell_waiting_on_its_own_graph_on_a_one_thread_worker(dask_processes, fresh_kernel):
+    dask_processes.worker()
+    dask_processes.wait_for_workers(1)
+    assert fresh_kernel.run(f"%task_cluster {dask_processes.address}").status == "ok"
+    out = fresh_kernel.run(
+        cell("""
+        %%task
+        import dask
+        parts = [dask.delayed(pow)(i, 2) for i in range(5)]
+        total = dask.delayed(sum)(parts).compute()
+        total
+        """),
+        timeout=120,
+    )
+    assert out.status == "ok", out.error_text
+    assert out.result == "30"

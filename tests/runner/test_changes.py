@@ -1,0 +1,61 @@
+"""Which inputs a cell changed in place, told in the cell's process."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from taskcell.runner.changes import InputSnapshot
+from taskcell.runner.wire import SHARE_MIN, Channel
+
+
+def not_shared(buffer: memoryview) -> None:
+    return None
+
+
+def test_a_change_in_place_is_seen_and_a_read_is_not():
+    items, table, untouched = [1], {"a": 1}, {"b": 2}
+    snapshot = InputSnapshot({"items": items, "table": table, "untouched": untouched}, not_shared)
+    items.append(2)
+    table["a"] += 1
+    assert sorted(untouched) == ["b"]
+    assert snapshot.changed() == {"items": [1, 2], "table": {"a": 2}}
+
+
+def test_a_write_into_a_private_array_is_seen():
+    data = np.zeros(SHARE_MIN // 8 + 1)
+    snapshot = InputSnapshot({"data": data}, not_shared)
+    assert snapshot.changed() == {}
+    data[-1] = 1.0
+    assert list(snapshot.changed()) == ["data"]
+
+
+def test_code_and_dask_objects_are_not_watched():
+    import dask
+
+    snapshot = InputSnapshot({"f": print, "np": np, "lazy": dask.delayed(sum)([1])}, not_shared)
+    assert snapshot.objects == {}
+
+
+@pytest.fixture
+def received():
+    """A large array as a cell process receives it from its worker: shared memory."""
+    ours, theirs = socket.socketpair()
+    worker, cell = Channel(ours, keeps_values=True), Channel(theirs)
+    worker.send({"data": np.zeros(SHARE_MIN // 8 * 4)})
+    yield cell.receive()["data"], cell
+    worker.close()
+    cell.close()
+
+
+def test_a_shared_input_is_judged_by_its_pages(received):
+    data, cell = received
+    assert cell.written(memoryview(data)) is False
+    snapshot = InputSnapshot({"data": data}, cell.written)
+    _ = float(data.sum())  # reading it is no change
+    assert snapshot.changed() == {}
+    data[len(data) // 2] = 3.0
+    assert cell.written(memoryview(data)) is True
+    assert list(snapshot.changed()) == ["data"]

@@ -1,0 +1,73 @@
+"""Process-wide state carried with a cell: captured, set elsewhere, and its changes found."""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+from taskcell.runner import process_state
+
+
+@pytest.fixture
+def restore():
+    """Put this test process's random generators and warnings back as they were."""
+    saved = process_state.capture()
+    yield
+    process_state.apply(saved)
+
+
+def by_name(state):
+    return {carrier.name: value for carrier, value in state}
+
+
+def test_a_seeded_generator_gives_the_numbers_of_one_process(restore):
+    random.seed(3)
+    np.random.seed(4)
+    sent = process_state.capture()
+    in_cell = (random.random(), np.random.rand())  # the cell's process draws
+    back = process_state.changed(sent)
+    assert {"random", "numpy.random"} <= set(by_name(back))
+    process_state.apply(sent)  # the notebook, as it was while the cell ran
+    process_state.apply(back)  # the cell succeeded: its generators come back advanced
+    after = (random.random(), np.random.rand())
+    random.seed(3)
+    np.random.seed(4)
+    assert (in_cell, after) == (
+        (random.random(), np.random.rand()),
+        (random.random(), np.random.rand()),
+    )
+
+
+def test_library_settings_travel(restore):
+    import pandas as pd
+
+    with pd.option_context("display.max_rows", 7):
+        sent = process_state.capture()
+    assert by_name(sent)["pandas options"] == {"display.max_rows": 7}
+    process_state.apply(sent)
+    try:
+        assert pd.get_option("display.max_rows") == 7
+    finally:
+        pd.reset_option("display.max_rows")
+
+
+def test_warnings_filters_travel(restore):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        sent = process_state.capture()
+    with warnings.catch_warnings():
+        process_state.apply(sent)
+        with pytest.raises(UserWarning):
+            warnings.warn("now an error", UserWarning, stacklevel=1)
+
+
+def test_a_carrier_from_another_process_is_compared_too():
+    box = {"level": 1}
+    carrier = process_state.Carrier("box", "random", lambda: box["level"], box.__setitem__)
+    sent = [(carrier, 1)]
+    assert all(c.name != "box" for c, _ in process_state.changed(sent))
+    box["level"] = 2
+    assert (carrier, 2) in process_state.changed(sent)
