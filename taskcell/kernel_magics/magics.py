@@ -168,19 +168,18 @@ class TaskMagics(Magics):
         return eval(shell.compile(expression, filename, "eval"), shell.user_ns)
 
     def _auto_presets(self, name: str | None, cell: str, ns: dict) -> Any:
-        """``--preset auto``: the presets, with ``auto`` the request past runs of this cell
-        (same ``--name`` or same source) or, with none, the planner choose for its inputs."""
-        from dask.sizeof import sizeof
-
+        """``--preset auto``: the presets, with ``auto`` the request that past runs of this
+        cell (same ``--name`` or same source), scaled to what it reads now, or with none the
+        planner's estimate of what it reads, choose. What it reads: the notebook values it
+        uses and the files it opens, compressed ones by their size decompressed."""
         from taskcell import config
-        from taskcell.planner.rightsize import auto_preset
-        from taskcell.runner.analysis import analyze_cell
+        from taskcell.planner.auto import auto_preset, note_input
+        from taskcell.planner.estimate import cell_input, estimate_memory
 
         body = self._ipython.transform_cell(cell)
-        inputs = [n for n in analyze_cell(body).inputs if n in ns]
-        choice = auto_preset(
-            self.history, name=name, source=body, inputs_size=sum(sizeof(ns[n]) for n in inputs)
-        )
+        estimate = estimate_memory(cell_input(body, ns, self._ipython.transform_cell))
+        choice = auto_preset(self.history, name=name, source=body, estimate=estimate)
+        note_input(body, estimate.size)  # this run's record takes it: later runs scale from it
         chosen = choice.preset or choice.request.to_options()
         print(f"taskcell: --preset auto chose {chosen}: {choice.reason}")
         return lambda: {**config.presets(), "auto": choice.request}

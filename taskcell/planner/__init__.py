@@ -6,8 +6,12 @@
   sidebar share; :func:`snapshot_view` is how both show it (:mod:`.view`, :mod:`.amounts`).
 - :func:`suggest`: the smallest preset for an input's size and a workload profile, and which
   live workers can run it.
+- :func:`cell_input` and :func:`estimate_memory`: what a cell reads (notebook values and the
+  files it opens) and the memory that comes to, from its code and a sample of its files.
 - :func:`review`, :func:`latest_hints` and :func:`auto_preset`: what past runs used against
-  what they asked for.
+  what they asked for, and their peaks scaled to the next run's input.
+- :func:`memory_failure` and :func:`escalate`: whether a cell failed for memory, and the
+  request one rung up that would have held it.
 
 Names are imported on first use, so ``import taskcell.planner`` costs nothing.
 """
@@ -38,8 +42,12 @@ _EXPORTS = {
     "latest_hints": "taskcell.planner.rightsize",
     "kernel_history": "taskcell.runner.history",
     "Hint": "taskcell.planner.rightsize",
-    "auto_preset": "taskcell.planner.rightsize",
-    "AutoChoice": "taskcell.planner.rightsize",
+    "auto_preset": "taskcell.planner.auto",
+    "AutoChoice": "taskcell.planner.auto",
+    "cell_input": "taskcell.planner.estimate",
+    "estimate_memory": "taskcell.planner.estimate",
+    "memory_failure": "taskcell.planner.escalation",
+    "escalate": "taskcell.planner.escalation",
 }
 
 __all__ = sorted(_EXPORTS)

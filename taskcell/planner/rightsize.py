@@ -3,10 +3,10 @@
 Every finished ``%%task`` records its wall time, the cores it kept busy (CPU time over wall
 time) and its peak memory (:class:`~taskcell.runner.job.Usage`). :func:`review` compares them with
 what the task asked for; :func:`latest_hints` keeps one hint per cell, from its latest run, for
-the panel; :func:`auto_preset` picks a request for the next run of the same cell
-(``%%task --preset auto``) from its past runs, or from the planner when it has none. Memory is
-suggested as people ask for it (256Mi, 512Mi, then whole GiB; see
-:func:`~taskcell.planner.suggestion.round_up`).
+the panel. A hint names the smallest preset that holds the measured peak with
+:data:`HEADROOM` to spare; a hint about cores never asks for more memory, and one busy core of
+one asked is no sign that more would help. Memory is suggested as people ask for it (256Mi,
+512Mi, then whole GiB; see :func:`~taskcell.planner.suggestion.round_up`).
 
 Records are read by their attributes (``key``, ``cell``, ``request``, ``state``, ``usage`` and,
 when present, ``source``), as :class:`~taskcell.runner.history.TaskRecord` has them.
@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from taskcell.errors import SpecError
 from taskcell.planner.amounts import show_bytes
 from taskcell.planner.schema import HintInfo
-from taskcell.planner.suggestion import cost, covers, round_up, suggest
+from taskcell.planner.suggestion import cost, covers, round_up
 from taskcell.runner.history import kernel_history
-from taskcell.spec import GPU, Resources
+from taskcell.spec import GPU, Resources, format_quantity
 
 #: Used under this share of what it asked: over-requested.
 LOW = 0.25
@@ -35,8 +34,6 @@ HIGH = 0.90
 HEADROOM = 1.25
 #: Cores are judged only for tasks that ran at least this long (seconds): short runs mislead.
 MIN_WALL_FOR_CPU = 1.0
-#: Past runs of a cell that ``--preset auto`` looks at, newest first.
-RECENT_RUNS = 5
 #: Most hints :func:`latest_hints` gives (the panel's list).
 HINTS_SHOWN = 10
 
@@ -80,14 +77,9 @@ def cores_needed(cores: float) -> int:
     return max(1, math.ceil(cores - 0.1))
 
 
-def _within(preset: Resources, asked: Resources) -> bool:
-    """Whether ``preset`` asks for no more than ``asked`` in cores and memory, and less in one."""
-    pairs: list[tuple[float, float]] = []
-    if asked.cpu:
-        pairs.append((float(preset.cpu.request) if preset.cpu else 0.0, float(asked.cpu.request)))
-    if asked.memory:
-        pairs.append((preset.memory.request if preset.memory else 0, asked.memory.request))
-    return all(mine <= theirs for mine, theirs in pairs) and any(m < t for m, t in pairs)
+def memory_needed(peak: int) -> int:
+    """The memory that holds a measured ``peak`` with :data:`HEADROOM` to spare."""
+    return math.ceil(peak * HEADROOM)
 
 
 def fitting_preset(
@@ -95,29 +87,72 @@ def fitting_preset(
     cpu: float,
     like: Resources,
     presets: Mapping[str, Resources] | None = None,
-    within: Resources | None = None,
+    *,
+    at_most: Resources | None = None,
+    by: Literal["memory", "cpu"] = "memory",
 ) -> tuple[str | None, Resources]:
     """The smallest preset with this much memory and these cores, or None and a custom request.
 
     GPUs are those ``like`` asks for, and a task without GPUs gets no GPU preset. With
-    ``within``, only presets smaller than that request (in cores or memory, larger in neither)
-    count. The custom request asks for exactly ``memory`` (rounded up) and ``cpu``.
+    ``at_most``, only presets with no more memory and no more cores than it asks count (a
+    field it leaves out bounds nothing). ``by`` says which is smallest: least memory, then
+    fewest cores (``"memory"``, the rung that holds a peak), or the other way round. The custom
+    request asks for exactly ``memory`` (rounded up) and ``cpu``.
     """
+    found = presets_holding(memory, cpu, like, presets, at_most=at_most, by=by)
+    if found:
+        return found[0]
+    return None, Resources(cpu=cpu or None, memory=round_up(memory) or None, gpu=like.gpu)
+
+
+def presets_holding(
+    memory: int,
+    cpu: float,
+    like: Resources,
+    presets: Mapping[str, Resources] | None = None,
+    *,
+    at_most: Resources | None = None,
+    by: Literal["memory", "cpu"] = "memory",
+) -> list[tuple[str, Resources]]:
+    """Every preset :func:`fitting_preset` may choose, smallest first."""
     catalogue = _presets(presets)
     gpu = _gpu_need(like)
-    custom = Resources(cpu=cpu, memory=round_up(memory), gpu=like.gpu)
     if like.gpu is not None and gpu is None:  # a MIG slice, TPU or other device: kept as is
-        return None, custom
+        return []
     fits = [
         (name, p)
         for name, p in catalogue.items()
         if (gpu is not None or p.gpu is None)
-        and covers(p, memory=memory, cpu=cpu, gpu=gpu)
-        and (within is None or _within(p, within))
+        and covers(p, memory=memory, gpu=gpu)
+        and _holds_cores(p, cpu)
+        and (at_most is None or _no_more(p, at_most))
     ]
-    if fits:
-        return min(fits, key=lambda item: (cost(item[1]), item[0]))
-    return None, custom
+
+    def size(item: tuple[str, Resources]) -> tuple:
+        cores, mem, gpus = cost(item[1])
+        return ((mem, cores) if by == "memory" else (cores, mem), gpus, item[0])
+
+    return sorted(fits, key=size)
+
+
+def _holds_cores(preset: Resources, cpu: float) -> bool:
+    """Whether ``preset`` gives ``cpu`` cores: one that names none runs on one thread."""
+    if preset.cpu is None:
+        return cpu <= 1
+    return float(preset.cpu.request) >= cpu
+
+
+def _no_more(preset: Resources, bound: Resources) -> bool:
+    """Whether ``preset`` asks for no more memory and no more cores than ``bound`` does."""
+    if bound.memory is not None and (
+        preset.memory is None or preset.memory.request > bound.memory.request
+    ):
+        return False
+    return (
+        bound.cpu is None
+        or preset.cpu is None
+        or float(preset.cpu.request) <= float(bound.cpu.request)
+    )
 
 
 def _line(preset: str | None, request: Resources) -> str:
@@ -207,173 +242,125 @@ def latest_hints(
     return hints
 
 
+def _findings(
+    r: Any, usage: Any, low: float, high: float
+) -> tuple[Literal["over", "near"] | None, Literal["over", "bound"] | None]:
+    """What a run misjudged: its memory (far too much, or near its limit) and its cores (far
+    too many, or all kept busy by work that uses more than one)."""
+    asked = r.request
+    memory: Literal["over", "near"] | None = None
+    if asked.memory is not None and usage.peak_memory is not None:
+        if usage.peak_memory < low * asked.memory.request:
+            memory = "over"
+        elif usage.peak_memory > high * asked.memory.limit:
+            memory = "near"
+    cpu: Literal["over", "bound"] | None = None
+    if asked.cpu is not None and usage.wall >= MIN_WALL_FOR_CPU:
+        requested, limit, cores = float(asked.cpu.request), float(asked.cpu.limit), usage.cores
+        if cores < low * requested and cores_needed(cores) < requested:
+            cpu = "over"
+        elif cores > high * limit and (limit >= 2 or cores > 1.1 * limit):
+            cpu = "bound"  # one busy core of one asked says nothing: the code may be serial
+    return memory, cpu
+
+
 def _right_size(
     r: Any, usage: Any, catalogue: dict, low: float, high: float
 ) -> tuple[str | None, Resources]:
-    """What would have fit one run: each resource it misjudged set from what it used.
+    """What would have fit one run: what it misjudged set from what it used, the rest as asked.
 
-    Memory: the peak plus a quarter when it asked far too much or ran near its limit, else
-    what it asked. Cores: those it kept busy when it asked far too many, one more than its
-    limit when it was CPU-bound, else what it asked. A preset when one holds that (and, when
-    only shrinking, asks for no more than the run did), else the run's request so changed.
+    Memory: the peak with :data:`HEADROOM` when it asked far too much or ran near its limit.
+    Cores: those it kept busy when it asked far too many, one more than its limit when it was
+    CPU-bound. The smallest preset that holds that, and never more memory than it asked unless
+    it ran near its limit, nor more cores unless it was CPU-bound or needs a larger memory
+    rung; else the run's request so changed.
     """
-    asked = r.request
-    memory = asked.memory.request if asked.memory else math.ceil(usage.peak_memory * HEADROOM)
-    cpu = float(asked.cpu.request) if asked.cpu else 1.0
+    asked, peak = r.request, usage.peak_memory
+    memory_finding, cpu_finding = _findings(r, usage, low, high)
     fields: dict[str, Any] = {}
-    if asked.memory and (
-        usage.peak_memory < low * asked.memory.request
-        or usage.peak_memory > high * asked.memory.limit
-    ):
-        memory = math.ceil(usage.peak_memory * HEADROOM)
+    memory = asked.memory.request if asked.memory else 0
+    if memory_finding:
+        memory = memory_needed(peak)
         fields["memory"] = round_up(memory)
-    grow = False
-    if asked.cpu and usage.wall >= MIN_WALL_FOR_CPU:
-        if usage.cores < low * float(asked.cpu.request):
-            cpu = min(cores_needed(usage.cores), cpu)
-            fields["cpu"] = cpu
-        elif usage.cores > high * float(asked.cpu.limit):
-            cpu = math.floor(float(asked.cpu.limit)) + 1
-            fields["cpu"] = cpu
-            grow = True
-    grow = grow or bool(asked.memory and usage.peak_memory > high * asked.memory.limit)
-    preset, request = fitting_preset(memory, cpu, asked, catalogue, within=None if grow else asked)
+    cpu = float(asked.cpu.request) if asked.cpu else 0.0
+    if cpu_finding == "over":
+        cpu = min(cores_needed(usage.cores), cpu)
+        fields["cpu"] = cpu
+    elif cpu_finding == "bound":
+        cpu = math.floor(float(asked.cpu.limit)) + 1
+        fields["cpu"] = cpu
+    bound_memory = asked.memory if memory_finding != "near" else None
+    if bound_memory is None and cpu_finding == "bound" and memory_finding is None:
+        bound_memory = Resources(memory=round_up(memory_needed(peak))).memory
+    bound_cpu = asked.cpu if cpu_finding != "bound" and memory_finding != "near" else None
+    if cpu_finding == "over":  # fewer cores than it asked, or it is no help
+        bound_cpu = Resources(cpu=max(math.ceil(float(asked.cpu.request)) - 1, cpu)).cpu
+    preset, request = fitting_preset(
+        memory,
+        cpu,
+        asked,
+        catalogue,
+        at_most=Resources(memory=bound_memory, cpu=bound_cpu),
+        by="cpu" if cpu_finding and not memory_finding else "memory",
+    )
     if preset is None:
         request = asked.override(Resources(**fields))
     return preset, request
 
 
+def _held_by(preset: str | None, request: Resources) -> str:
+    """``m512 (512 MiB)`` or ``--memory 512Mi``: what holds a peak, with its memory."""
+    if preset is None:
+        return f"--memory {format_quantity(request.memory.request)}" if request.memory else "less"
+    memory = f" ({show_bytes(request.memory.request)})" if request.memory else ""
+    return f"{preset}{memory}"
+
+
 def _memory_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) -> list[Hint]:
     asked = r.request.memory
-    if asked is None:
+    finding, _ = _findings(r, usage, low, high)
+    if asked is None or finding is None:
         return []
     peak = usage.peak_memory
-    if peak < low * asked.request:
-        preset, request = _right_size(r, usage, catalogue, low, high)
-        if preset is None and request.memory and request.memory.request >= asked.request:
-            return []  # the smallest request people write is what it asked already
+    preset, request = _right_size(r, usage, catalogue, low, high)
+    if finding == "over":
+        if request.memory is None or request.memory.request >= asked.request:
+            return []  # nothing smaller holds it with room: it asked the least already
         message = (
             f"{r.cell} asked for {show_bytes(asked.request)} of memory and peaked at "
-            f"{show_bytes(peak)} ({_pct(peak / asked.request)}); "
-            f"{preset or 'a smaller request'} would have held it."
+            f"{show_bytes(peak)} ({_pct(peak / asked.request)}); {_held_by(preset, request)} "
+            f"is the smallest that holds that with {_pct(HEADROOM - 1)} to spare."
         )
         return [Hint(r.key, r.cell, "over-requested", "memory", asked.request, peak, message,
                      preset, _line(preset, request))]  # fmt: skip
-    if peak > high * asked.limit:
-        preset, request = _right_size(r, usage, catalogue, low, high)
-        message = (
-            f"{r.cell} peaked at {show_bytes(peak)}, {_pct(peak / asked.limit)} of its "
-            f"{show_bytes(asked.limit)} memory limit; the next run may run out of memory. "
-            f"Give it {preset or 'more'}."
-        )
-        return [Hint(r.key, r.cell, "near-limit", "memory", asked.limit, peak, message, preset,
-                     _line(preset, request))]  # fmt: skip
-    return []
+    message = (
+        f"{r.cell} peaked at {show_bytes(peak)}, {_pct(peak / asked.limit)} of its "
+        f"{show_bytes(asked.limit)} memory limit; the next run may run out of memory. "
+        f"Give it {_held_by(preset, request)}, which holds that with {_pct(HEADROOM - 1)} to "
+        "spare."
+    )
+    return [Hint(r.key, r.cell, "near-limit", "memory", asked.limit, peak, message, preset,
+                 _line(preset, request))]  # fmt: skip
 
 
 def _cpu_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) -> list[Hint]:
-    asked = r.request.cpu
-    if asked is None or usage.wall < MIN_WALL_FOR_CPU:
+    _, finding = _findings(r, usage, low, high)
+    if finding is None:
         return []
     cores = usage.cores
-    requested, limit = float(asked.request), float(asked.limit)
-    if cores < low * requested and cores_needed(cores) < requested:
-        preset, request = _right_size(r, usage, catalogue, low, high)
+    requested, limit = float(r.request.cpu.request), float(r.request.cpu.limit)
+    preset, request = _right_size(r, usage, catalogue, low, high)
+    if finding == "over":
         message = (
             f"{r.cell} asked for {requested:g} cores and kept {cores:.2f} busy "
             f"({_pct(cores / requested)}); {preset or 'fewer cores'} would have done."
         )
         return [Hint(r.key, r.cell, "over-requested", "cpu", requested, cores, message, preset,
                      _line(preset, request))]  # fmt: skip
-    if cores > high * limit:
-        preset, request = _right_size(r, usage, catalogue, low, high)
-        message = (
-            f"{r.cell} kept {cores:.2f} of its {limit:g} cores busy ({_pct(cores / limit)}): "
-            f"it is CPU-bound and may run faster with more, e.g. {preset or 'more cores'}."
-        )
-        return [Hint(r.key, r.cell, "near-limit", "cpu", limit, cores, message, preset,
-                     _line(preset, request))]  # fmt: skip
-    return []
-
-
-@dataclass(frozen=True)
-class AutoChoice:
-    """What ``%%task --preset auto`` runs a cell with, and why.
-
-    ``preset`` is the preset's name, or None for a custom request; ``request`` is what to
-    ask for either way; ``basis`` says whether past runs or the planner decided.
-    """
-
-    preset: str | None
-    request: Resources
-    basis: Literal["history", "planner"]
-    reason: str
-
-
-def _same_cell(r: Any, name: str | None, source: str | None) -> bool:
-    if source is not None and getattr(r, "source", None) == source:
-        return True
-    return name is not None and r.cell == name
-
-
-def auto_preset(
-    history: Sequence[Any] | None = None,
-    *,
-    name: str | None = None,
-    source: str | None = None,
-    inputs_size: Any = 0,
-    profile: str = "default",
-    presets: Mapping[str, Resources] | None = None,
-    workers: Any = None,
-) -> AutoChoice:
-    """Choose the request for ``%%task --preset auto``.
-
-    From the last finished runs of the same cell (same ``--name``, or the same source), the
-    smallest preset that holds their highest peak memory plus a quarter, the most cores they
-    kept busy, and the GPUs they asked for. With no such run, the planner's suggestion for the
-    cell's inputs (``inputs_size``) under ``profile``.
-
-    Parameters
-    ----------
-    history : sequence of TaskRecord, optional
-        Task records, oldest first; this kernel's history by default.
-    name : str, optional
-        The task's ``--name``.
-    source : str, optional
-        The cell's source, matched against records that carry theirs.
-    inputs_size : int, str, DataFrame, ...
-        The size of the cell's inputs, for the planner (anything
-        :func:`~taskcell.planner.sizing.input_size` reads).
-    profile, presets, workers
-        As for :func:`~taskcell.planner.suggestion.suggest`.
-
-    Returns
-    -------
-    AutoChoice
-    """
-    catalogue = _presets(presets)
-    history = kernel_history() if history is None else history
-    runs = [
-        r
-        for r in reversed(history)
-        if getattr(r, "usage", None) is not None
-        and getattr(r, "state", "finished") == "finished"
-        and _same_cell(r, name, source)
-    ][:RECENT_RUNS]
-    usages = [r.usage for r in runs if r.usage is not None]
-    if usages:
-        peak = max(u.peak_memory for u in usages)
-        cores = max(u.cores for u in usages)
-        need = math.ceil(peak * HEADROOM)
-        preset, request = fitting_preset(need, cores_needed(cores), runs[0].request, catalogue)
-        n = len(runs)
-        reason = (
-            f"{n} past run{'s' if n != 1 else ''} of this cell peaked at {show_bytes(peak)} and "
-            f"kept {cores:.2f} cores busy; {preset or 'a custom request'} holds that with room"
-        )
-        return AutoChoice(preset, request, "history", reason)
-    planned = suggest(inputs_size, profile, workers=workers, presets=catalogue)
-    if planned.request is None:
-        raise SpecError(f"--preset auto: {planned.message}")
-    reason = f"no past run of this cell; planner: {planned.message}"
-    return AutoChoice(planned.preset, planned.request, "planner", reason)
+    message = (
+        f"{r.cell} kept {cores:.2f} of its {limit:g} cores busy ({_pct(cores / limit)}): "
+        f"it is CPU-bound and may run faster with more cores, e.g. "
+        f"{preset or request.to_options()} (with no more memory)."
+    )
+    return [Hint(r.key, r.cell, "near-limit", "cpu", limit, cores, message, preset,
+                 _line(preset, request))]  # fmt: skip

@@ -1,4 +1,8 @@
-"""How big is the input? A size, files, a DataFrame or an array, in bytes."""
+"""How big is the input? A size, files, a DataFrame or an array, in bytes.
+
+A compressed file counts as what it holds once decompressed (:mod:`.compressed`): that is
+what a reader holds in memory.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from taskcell.errors import SpecError
+from taskcell.planner.compressed import uncompressed_size
 from taskcell.spec import parse_quantity
+from taskcell.spec._util import MAX_AMOUNT
 
 _FORMS = (
     'a quantity such as "12 GiB" or 500e6, file paths or globs such as "data/*.parquet", '
@@ -27,7 +33,8 @@ def input_size(size: Any) -> int:
     size : int, float, str, path, DataFrame, Series, array or a list of these
         - a number of bytes, or a quantity: ``"12 GiB"``, ``"500M"``, ``"1.5Ti"``;
         - a file path or glob (``"data/*.csv"``, ``"~/runs/**/*.parquet"``): the files' sizes
-          summed, a directory's files included, each file counted once;
+          summed, a directory's files included, each file counted once, and a compressed file
+          (gzip, bzip2, xz, zstd, zip) by its size once decompressed;
         - a pandas DataFrame or Series: its ``memory_usage(deep=True)``;
         - a numpy (or any) array: its ``nbytes``;
         - a list or tuple of any of these: the sum.
@@ -40,8 +47,9 @@ def input_size(size: Any) -> int:
     Raises
     ------
     SpecError
-        For a negative number, a string that is neither a quantity nor matches any file, or an
-        object of another kind; the message lists the accepted forms.
+        For a negative, infinite or impossibly large number (over 4 EiB), a string that is
+        neither a quantity nor matches any file, or an object of another kind; the message
+        lists the accepted forms.
 
     Examples
     --------
@@ -58,8 +66,13 @@ def _size(size: Any, seen: set[str]) -> int:
     if isinstance(size, bool):
         raise SpecError(f"size= must be {_FORMS}, got {size!r}")
     if isinstance(size, int | float):
-        if size < 0 or size != size:
+        if not size >= 0:  # negative or NaN
             raise SpecError(f"size= must be zero or more bytes, got {size!r}")
+        if size > MAX_AMOUNT:  # infinity too
+            raise SpecError(
+                f"size= must be a number of bytes up to 4 EiB (no machine holds more), got "
+                f"{_short(size)}"
+            )
         return int(size)
     if isinstance(size, str):
         return _text(size, seen)
@@ -84,11 +97,37 @@ def _text(text: str, seen: set[str]) -> int:
         return 0
     try:
         return parse_quantity(stripped, "size")
-    except SpecError:
-        pass
+    except SpecError as e:
+        refused = e
     pattern = os.path.expanduser(stripped)
-    matches = glob.glob(pattern, recursive=True) if _GLOB_CHARS & set(pattern) else [pattern]
-    return _files(matches, text, seen)
+    try:
+        matches = glob.glob(pattern, recursive=True) if _GLOB_CHARS & set(pattern) else [pattern]
+    except (OSError, ValueError):  # a name too long for the file system, a NUL in it
+        matches = []
+    try:
+        return _files(matches, text, seen)
+    except SpecError:
+        if stripped[0].isdigit() or stripped[0] == ".":  # meant as a number: say why not
+            raise refused from None
+        raise
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+
+
+def _kind(path: Path) -> str | None:
+    """``"dir"``, ``"file"`` or None (nothing there, or a name no file system takes)."""
+    try:
+        return "dir" if path.is_dir() else "file" if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def file_size(path: str | os.PathLike[str]) -> int:
+    """A file's size as a reader holds it: compressed files by their size decompressed."""
+    return uncompressed_size(path)
 
 
 def _files(paths: Iterable[str], asked: str, seen: set[str]) -> int:
@@ -96,21 +135,19 @@ def _files(paths: Iterable[str], asked: str, seen: set[str]) -> int:
     found = False
     for path in paths:
         p = Path(path)
-        if p.is_dir():
-            found = True
-            files: Iterable[Path] = (f for f in p.rglob("*") if f.is_file())
-        elif p.is_file():
-            found = True
-            files = (p,)
-        else:
+        kind = _kind(p)
+        if kind is None:
             continue
+        found = True
+        files: Iterable[Path] = (f for f in p.rglob("*") if f.is_file()) if kind == "dir" else (p,)
         for f in files:
             real = os.path.realpath(f)
             if real not in seen:
                 seen.add(real)
-                total += f.stat().st_size
+                total += file_size(f)
     if not found:
         raise SpecError(
-            f"size= {asked!r} is not a quantity and matches no file or directory; give {_FORMS}"
+            f"size= {_short(asked)} is not a quantity and matches no file or directory; "
+            f"give {_FORMS}"
         )
     return total

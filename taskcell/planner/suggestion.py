@@ -1,7 +1,8 @@
 """The planner: from an input's size and a workload profile to the smallest preset that fits.
 
 The need is the profile's per-byte factors times the input size (memory, scratch disk) plus
-what the profile always needs (GPUs, cores). Presets are tried from the cheapest, ordered by
+what the profile always needs (its base memory, GPUs, cores), in exact integer arithmetic so
+that no size, however large, overflows. Presets are tried from the cheapest, ordered by
 cores, then memory, then GPUs; the first whose memory, cores and GPUs cover the need wins, with
 ``--disk`` added when the work needs scratch the preset does not set. A CPU profile is never
 given a GPU preset. When live workers are known, the answer says which can run it and what the
@@ -15,11 +16,12 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from taskcell.cluster.feasibility import shortfalls
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources
-from taskcell.errors import LimitError
+from taskcell.errors import LimitError, SpecError
 from taskcell.planner.amounts import shortfall, show_bytes
 from taskcell.planner.schema import SuggestionInfo, WorkerVerdict
 from taskcell.planner.sizing import input_size
@@ -45,7 +47,18 @@ def round_up(nbytes: int) -> int:
     for request in _SMALL_REQUESTS:
         if nbytes <= request:
             return request
-    return math.ceil(nbytes / _GiB) * _GiB
+    return -(-nbytes // _GiB) * _GiB
+
+
+def times(nbytes: int, factor: float) -> int:
+    """``nbytes * factor`` rounded up, exactly: a float product overflows for huge sizes."""
+    return math.ceil(Fraction(factor) * nbytes)
+
+
+def profile_need(nbytes: int, profile: Profile) -> tuple[int, int]:
+    """The memory and scratch disk ``profile`` needs for ``nbytes`` of input."""
+    memory = max(profile.base_memory + times(nbytes, profile.memory_per_byte), profile.min_memory)
+    return memory, times(nbytes, profile.scratch_per_byte)
 
 
 def cost(request: Resources) -> tuple[float, int, int]:
@@ -255,8 +268,10 @@ def suggest(
         DataFrame (``memory_usage(deep=True)``), a numpy array (``nbytes``). See
         :func:`~taskcell.planner.sizing.input_size`.
     profile : str or Profile
-        ``"default"`` (4x memory, 1x scratch), ``"light"``, ``"heavy"``, ``"gpu-training"``,
-        ``"gpu-inference"``, or one defined under ``taskcell.profiles`` in Dask's config.
+        ``"default"`` (160 MiB plus 4x the input in memory, 1x scratch), ``"light"``,
+        ``"heavy"``, ``"streaming"``, ``"python-objects"``, ``"numpy"``, ``"gpu-training"``,
+        ``"gpu-inference"``, or one defined under ``taskcell.profiles`` in Dask's config
+        (``describe_profile(name)`` says what each needs).
     workers : Client, Snapshot, list of WorkerSnapshot or of WorkerCapacity, optional
         The live workers to check the suggestion against; by default those of a client that is
         already connected (no cluster is started to plan), else none.
@@ -277,9 +292,9 @@ def suggest(
 
     Examples
     --------
-    >>> suggest("1 GiB").line
-    '%%task small_task --disk 1Gi'
-    >>> suggest("2 GiB", "light").line
+    >>> suggest("500 MiB").line
+    '%%task small_task --disk 512Mi'
+    >>> suggest("1 GiB", "light").line
     '%%task small_task'
     """
     from taskcell import config
@@ -287,8 +302,7 @@ def suggest(
     nbytes = input_size(size)
     prof = get_profile(profile)
     catalogue = dict(config.presets() if presets is None else presets)
-    memory = max(math.ceil(nbytes * prof.memory_per_byte), prof.min_memory)
-    disk = math.ceil(nbytes * prof.scratch_per_byte)
+    memory, disk = profile_need(nbytes, prof)
     gpu = prof.accelerator
     cpu = float(prof.cpu or 0)
     live = _live_workers(workers)
@@ -375,12 +389,16 @@ def _nothing_fits(
     message = f"No preset fits: {need}; {biggest}."
     if with_gpus:
         message += f" ({with_gpus[0][0]} has the memory, but carries GPUs this work does not need.)"
-    custom = Resources(
-        cpu=prof.cpu if prof.cpu else None,
-        memory=round_up(memory) or None,
-        disk=round_up(disk) or None,
-        gpu=gpu,
-    )
+    try:
+        custom = Resources(
+            cpu=prof.cpu if prof.cpu else None,
+            memory=round_up(memory) or None,
+            disk=round_up(disk) or None,
+            gpu=gpu,
+        )
+    except SpecError as e:  # more than any request can ask for
+        message += f" It cannot be asked for directly either: {e}."
+        return Suggestion(nbytes, prof, memory, disk, None, None, None, False, message, ())
     refused = _platform_ok(custom)
     if refused:
         message += f" Asking for it directly is refused too: {refused}."

@@ -1,11 +1,17 @@
 """Workload profiles: how much memory, scratch disk and GPU a kind of work needs per input byte.
 
-A few are built in; users add their own (or change a built-in one) in Dask's configuration::
+A profile's memory is ``base-memory`` (the interpreter and its libraries, whatever the input)
+plus ``memory-per-byte`` times the input's size. The built-in profiles' figures were measured
+on the planner's workload corpus (``benchmarks/planner_corpus.py``: csv, json, text, numpy,
+Parquet and pickle inputs, each cell also run alone under GNU ``time``); ``streaming`` work
+reads its input piece by piece and needs no more for a larger one. Users add their own (or
+change a built-in one) in Dask's configuration::
 
     taskcell:
       profiles:
         genomics:
           memory-per-byte: 6
+          base-memory: 2Gi
           scratch-per-byte: 3
           cpu: 8
           description: alignment and variant calling
@@ -17,12 +23,14 @@ written with ``-`` or ``_``.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from taskcell.errors import SpecError
 from taskcell.spec import GPU, parse_gpu, parse_quantity
+from taskcell.spec.amounts import show_bytes
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,8 @@ class Profile:
     ----------
     name : str
     memory_per_byte : float
-        Memory needed per input byte (pandas work commonly needs 3-5x its input).
+        Memory needed per input byte beyond ``base_memory`` (pandas reading csv needs 2-12x
+        its input, depending on what the columns hold).
     scratch_per_byte : float
         Scratch disk per input byte (spills, intermediate files).
     gpu : str or int, optional
@@ -42,6 +51,8 @@ class Profile:
         Cores needed at least, whatever the input.
     min_memory : int
         Memory needed at least, in bytes, whatever the input.
+    base_memory : int
+        Memory needed whatever the input (the interpreter and its libraries), in bytes.
     description : str
     """
 
@@ -51,15 +62,27 @@ class Profile:
     gpu: str | int | None = None
     cpu: float | None = None
     min_memory: int = 0
+    base_memory: int = 0
     description: str = ""
 
     def __post_init__(self) -> None:
         for field in ("memory_per_byte", "scratch_per_byte"):
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 <= value < math.inf
+            ):
                 raise SpecError(
-                    f"profile {self.name!r}: {field.replace('_', '-')} must be a number of zero "
-                    f"or more, got {value!r}"
+                    f"profile {self.name!r}: {field.replace('_', '-')} must be a finite number "
+                    f"of zero or more, got {value!r}"
+                )
+        for field in ("min_memory", "base_memory"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SpecError(
+                    f"profile {self.name!r}: {field.replace('_', '-')} must be a number of "
+                    f'bytes (or a quantity such as "2Gi"), got {value!r}'
                 )
         if self.gpu is not None:
             accelerator = parse_gpu(self.gpu)
@@ -68,7 +91,11 @@ class Profile:
                     f"profile {self.name!r}: gpu must be a GPU count or type such as 1 or "
                     f'"A100:1", got {self.gpu!r}'
                 )
-        if self.cpu is not None and (isinstance(self.cpu, bool) or not self.cpu > 0):
+        if self.cpu is not None and (
+            isinstance(self.cpu, bool)
+            or not isinstance(self.cpu, int | float)
+            or not 0 < self.cpu < math.inf
+        ):
             raise SpecError(
                 f"profile {self.name!r}: cpu must be a positive number, got {self.cpu!r}"
             )
@@ -80,25 +107,74 @@ class Profile:
         return gpu if isinstance(gpu, GPU) else None
 
 
+_MiB = 1 << 20
+#: Pandas and the interpreter; numpy and the interpreter; the interpreter alone.
+_PANDAS, _NUMPY, _PYTHON = 160 * _MiB, 48 * _MiB, 32 * _MiB
+
 BUILTIN_PROFILES: Mapping[str, Profile] = {
     p.name: p
     for p in (
-        Profile("default", 4, 1, description="dataframe work: 4x the input in memory, 1x scratch"),
-        Profile("light", 2, 0, description="filtering and streaming: 2x in memory, no scratch"),
-        Profile("heavy", 8, 2, description="joins, sorts and pivots: 8x in memory, 2x scratch"),
+        Profile(
+            "default",
+            4,
+            1,
+            base_memory=_PANDAS,
+            description="dataframe work (pandas reading csv and the like): 160 MiB plus 4x the "
+            "input in memory, 1x scratch",
+        ),
+        Profile(
+            "light",
+            2,
+            0,
+            base_memory=_PANDAS,
+            description="filtering and selecting: 160 MiB plus 2x the input in memory, no scratch",
+        ),
+        Profile(
+            "heavy",
+            8,
+            2,
+            base_memory=_PANDAS,
+            description="joins, sorts, pivots and JSON into a DataFrame: 160 MiB plus 8x the "
+            "input in memory, 2x scratch",
+        ),
+        Profile(
+            "streaming",
+            0,
+            0,
+            base_memory=_PANDAS,
+            description="reads its input piece by piece (lines, blocks, chunksize=): 160 MiB "
+            "whatever the input's size",
+        ),
+        Profile(
+            "python-objects",
+            12,
+            0,
+            base_memory=_PYTHON,
+            description="JSON, csv rows or a text's words as Python objects: 32 MiB plus 12x "
+            "the input",
+        ),
+        Profile(
+            "numpy",
+            3,
+            0,
+            base_memory=_NUMPY,
+            description="arrays and their temporaries: 48 MiB plus 3x the input (np.fft needs 9x)",
+        ),
         Profile(
             "gpu-training",
             4,
             1,
             gpu=1,
-            description="model training: 1 GPU, 4x the input in memory, 1x scratch",
+            base_memory=_PANDAS,
+            description="model training: 1 GPU, 160 MiB plus 4x the input in memory, 1x scratch",
         ),
         Profile(
             "gpu-inference",
             2,
             0,
             gpu=1,
-            description="batch inference: 1 GPU, 2x the input in memory",
+            base_memory=_PANDAS,
+            description="batch inference: 1 GPU, 160 MiB plus 2x the input in memory",
         ),
     )
 }
@@ -110,6 +186,7 @@ _KEYS = {
     "gpu": "gpu",
     "cpu": "cpu",
     "min-memory": "min_memory",
+    "base-memory": "base_memory",
     "description": "description",
 }
 
@@ -122,9 +199,13 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 
 def _from_config(name: str, entry: Any) -> Profile:
+    """A profile from ``taskcell.profiles.<name>``; errors say where it was set."""
+    from taskcell import config
+
+    where = config.where(f"profiles.{name}")
     if not isinstance(entry, Mapping):
         raise SpecError(
-            f"taskcell.profiles.{name} must be a mapping such as "
+            f"{where} must be a mapping such as "
             f"{{'memory-per-byte': 4, 'scratch-per-byte': 1, 'gpu': 1}}, got {entry!r}"
         )
     fields: dict[str, Any] = {}
@@ -132,27 +213,40 @@ def _from_config(name: str, entry: Any) -> Profile:
         field = _KEYS.get(str(key).replace("_", "-"))
         if field is None:
             hint = _did_you_mean(str(key), _KEYS)
-            raise SpecError(
-                f"taskcell.profiles.{name} has unknown key {key!r}{hint} "
-                f"(known: {', '.join(_KEYS)})"
-            )
+            raise SpecError(f"{where} has unknown key {key!r}{hint} (known: {', '.join(_KEYS)})")
         fields[field] = value
-    if "min_memory" in fields:
-        fields["min_memory"] = parse_quantity(fields["min_memory"], f"profiles.{name}.min-memory")
-    return Profile(name, **fields)
+    for field in ("min_memory", "base_memory"):
+        if field in fields:
+            key = field.replace("_", "-")
+            fields[field] = parse_quantity(fields[field], f"taskcell.profiles.{name}.{key}")
+    try:
+        return Profile(name, **fields)
+    except SpecError as e:  # name the configured key, and where it was set
+        raise SpecError(str(e).replace(f"profile {name!r}: ", f"{where}: ", 1)) from None
 
 
-def profiles() -> dict[str, Profile]:
-    """Every profile: the built-in ones, then ``taskcell.profiles`` from Dask's config."""
+def _configured() -> Mapping[Any, Any]:
     from taskcell import config
 
-    out = dict(BUILTIN_PROFILES)
     configured = config.get("profiles") or {}
     if not isinstance(configured, Mapping):
         raise SpecError(
-            f"taskcell.profiles must be a mapping of name to profile, got {configured!r}"
+            f"{config.where('profiles')} must be a mapping of name to profile, got {configured!r}"
         )
-    for name, entry in configured.items():
+    return configured
+
+
+def profiles() -> dict[str, Profile]:
+    """Every profile: the built-in ones, then ``taskcell.profiles`` from Dask's config.
+
+    Raises
+    ------
+    SpecError
+        For a configured profile taskcell cannot use, naming its key, the value and where it
+        was set.
+    """
+    out = dict(BUILTIN_PROFILES)
+    for name, entry in _configured().items():
         out[str(name)] = _from_config(str(name), entry)
     return out
 
@@ -162,8 +256,8 @@ DEFAULT_PROFILE = "default"
 
 
 def profile_names() -> list[str]:
-    """The names of every profile, built-in first."""
-    return list(profiles())
+    """The names of every profile, built-in first (a configured one is checked when used)."""
+    return list(dict.fromkeys([*BUILTIN_PROFILES, *map(str, _configured())]))
 
 
 def describe_profile(name: str) -> str:
@@ -172,6 +266,8 @@ def describe_profile(name: str) -> str:
     if p.description:
         return p.description
     parts = [f"{p.memory_per_byte:g}x the input in memory", f"{p.scratch_per_byte:g}x scratch"]
+    if p.base_memory:
+        parts[0] = f"{show_bytes(p.base_memory)} plus " + parts[0]
     if p.gpu is not None:
         parts.insert(0, f"GPU {p.gpu}")
     return ", ".join(parts)
@@ -181,11 +277,14 @@ def get_profile(profile: str | Profile) -> Profile:
     """A profile by name (or the profile itself); :class:`SpecError` names the known ones."""
     if isinstance(profile, Profile):
         return profile
-    known = profiles()
-    if not isinstance(profile, str) or profile not in known:
-        hint = _did_you_mean(str(profile), known)
-        raise SpecError(
-            f"profile= {profile!r} is not a known profile{hint} (known: {', '.join(known)}); "
-            "define your own under taskcell.profiles in Dask's config"
-        )
-    return known[profile]
+    configured = {str(k): v for k, v in _configured().items()}
+    if isinstance(profile, str) and profile in configured:
+        return _from_config(profile, configured[profile])
+    if isinstance(profile, str) and profile in BUILTIN_PROFILES:
+        return BUILTIN_PROFILES[profile]
+    known = profile_names()
+    hint = _did_you_mean(str(profile), known)
+    raise SpecError(
+        f"profile= {profile!r:.80} is not a known profile{hint} (known: {', '.join(known)}); "
+        "define your own under taskcell.profiles in Dask's config"
+    )

@@ -1,27 +1,369 @@
-"""A cell's peak memory, measured in the cell process that runs it."""
+"""A cell's peak memory: its own, measured in the cell process that runs it.
+
+The cell process is warm: it ran other cells before and may hold their garbage, their freed
+heap and the libraries they imported, and it maps values shared with its worker
+(:mod:`taskcell.runner.wire`) that earlier cells touched. A cell's peak is what the same code
+would need in a process of its own:
+
+- at the start, the last cell's garbage is collected and free heap handed back to the system
+  (``malloc_trim``), so the cell cannot reuse it unseen; then the high-water mark (``VmHWM``)
+  is reset through ``/proc/self/clear_refs``;
+- the peak counts what the process gained over what it held at the start, plus the process's
+  own floor (an interpreter with taskcell's cell loop, measured when the process started), plus
+  the libraries the cell uses that an earlier cell imported: each top-level package's memory is
+  measured when the process first imports it, and a cell uses the packages it imports and those
+  its values, functions and modules come from (with the packages they import in turn);
+- pages of shared values count only if the cell touches them: their accessed bits are cleared
+  at the start, and those resident at the end and untouched are taken off (``Rss`` less
+  ``Referenced`` in ``/proc/self/smaps``);
+- the cell's child processes, and theirs, are sampled every :data:`INTERVAL` seconds while
+  they live: each one's own high-water mark, less the pages a forked child still shares with
+  its parent, is added to this process's memory at that moment; a child that ended between two
+  samples still counts through ``RUSAGE_CHILDREN``.
+
+Where ``/proc/self/clear_refs`` cannot be written (not Linux, or a kernel without it) the
+figure is the process's peak since it started, which earlier cells may have set:
+:attr:`PeakMemory.own` is then False.
+"""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import ctypes
+import gc
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Seconds between two samples of the cell's child processes.
+INTERVAL = 0.02
+#: Seconds between two reads of a forked child's shared pages (``smaps_rollup`` walks them all).
+SHARED_INTERVAL = 0.1
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: How ``runner.wire`` names its shared segments in ``/proc/self/smaps``.
+_SHARED_SEGMENT = "memfd:taskcell-value"
+
+
+def _write(path: str, text: str) -> bool:
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError:
+        return False
+    return True
+
+
+def _status(pid: int | str = "self") -> dict[str, int]:
+    """The ``kB`` fields of ``/proc/PID/status`` in bytes; empty when it cannot be read."""
+    fields = {}
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if value.endswith("kB\n"):
+                fields[name] = int(value.split()[0]) * 1024
+    return fields
+
+
+def _resident() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except OSError:
+        return 0
+
+
+def _children_peak() -> int:
+    """The largest peak of any child this process has waited for, ever (bytes)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+
+
+@dataclass
+class _Loading:
+    """A package being imported: the memory before, and what packages it imported took."""
+
+    package: str
+    before: int
+    nested: int = 0
+
+
+class _Imports:
+    """What each top-level package cost this process when it was imported, which packages
+    each imports, and which ones were imported (loaded or not) since :meth:`reset`."""
+
+    def __init__(self) -> None:
+        self.floor = _resident()
+        self.cost: dict[str, int] = {}
+        self.needs: dict[str, set[str]] = {}
+        self.used: set[str] = set()
+        self._original = builtins.__import__
+        self._local = threading.local()
+        builtins.__import__ = self._import
+
+    def _import(
+        self,
+        name: str,
+        globals: Mapping[str, Any] | None = None,
+        locals: Mapping[str, Any] | None = None,
+        fromlist: Any = (),
+        level: int = 0,
+    ) -> Any:
+        package = (globals or {}).get("__package__") or "" if level else name
+        top = package.partition(".")[0]
+        stack: list[_Loading] = self._local.__dict__.setdefault("stack", [])
+        self.used.add(top)
+        if stack and stack[-1].package != top:
+            self.needs[stack[-1].package].add(top)
+        if not top or top in sys.modules or (stack and stack[-1].package == top):
+            return self._original(name, globals, locals, fromlist, level)
+        frame = _Loading(top, _resident())
+        self.needs.setdefault(top, set())
+        stack.append(frame)
+        try:
+            return self._original(name, globals, locals, fromlist, level)
+        finally:
+            stack.pop()
+            took = max(_resident() - frame.before, 0)
+            self.cost[top] = self.cost.get(top, 0) + max(took - frame.nested, 0)
+            if stack:
+                stack[-1].nested += took
+
+    def reset(self) -> None:
+        self.used = set()
+
+    def held(self, loaded: set[str], namespace: Mapping[str, Any] | None) -> int:
+        """The memory of the packages in ``loaded`` that the cell used, and theirs."""
+        wanted = set(self.used)
+        for value in (namespace or {}).values():
+            wanted.add(_package_of(value))
+        seen: set[str] = set()
+        while wanted:
+            package = wanted.pop()
+            if package not in seen:
+                seen.add(package)
+                wanted |= self.needs.get(package, set())
+        return sum(self.cost.get(p, 0) for p in seen & loaded)
+
+
+def _package_of(value: Any) -> str:
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+    elif isinstance(value, type | types.FunctionType | types.BuiltinFunctionType):
+        name = getattr(value, "__module__", None) or ""
+    else:
+        name = type(value).__module__
+    return name.partition(".")[0]
+
+
+_imports: _Imports | None = None
+_released = False
+
+
+def watch_imports() -> None:
+    """Measure what each package costs this process from now on; what it holds now is its
+    floor. The cell process calls it once, before its first cell."""
+    global _imports
+    if _imports is None:
+        _imports = _Imports()
+
+
+def release() -> None:
+    """Collect the last cell's garbage and hand free heap back to the system.
+
+    The cell process calls it while it waits for its next cell, so that cell need not pay for
+    it; :meth:`PeakMemory.start` does it otherwise.
+    """
+    global _released
+    gc.collect()  # a cell's functions and its namespace hold each other: a cycle
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+    _released = True
+
+
+def _untouched_shared() -> int:
+    """Bytes of shared segments resident in this process but not touched since the start."""
+    total = rss = referenced = 0
+    inside = False
+    with contextlib.suppress(OSError), open("/proc/self/smaps") as f:
+        for line in f:
+            if not line[:1].isupper():  # a mapping's first line: its address range
+                total += max(rss - referenced, 0) if inside else 0
+                inside, rss, referenced = _SHARED_SEGMENT in line, 0, 0
+            elif inside and line.startswith("Rss:"):
+                rss = int(line.split()[1]) * 1024
+            elif inside and line.startswith("Referenced:"):
+                referenced = int(line.split()[1]) * 1024
+    return total + (max(rss - referenced, 0) if inside else 0)
+
+
+class _Child:
+    """One process the cell started (or one of theirs), as the sampler last saw it."""
+
+    def __init__(self, pid: int, forked: bool) -> None:
+        self.pid = pid
+        self.forked = forked  # a copy of its parent, not a new program: pages shared with it
+        self.shared = 0
+        self.shared_read = -SHARED_INTERVAL
+        self.peak = 0  # its high-water mark, less what it shares
+
+    def sample(self, now: float) -> bool:
+        """Read its peak; False once it has gone."""
+        status = _status(self.pid)
+        if "VmHWM" not in status:
+            return False
+        if self.forked and now - self.shared_read >= SHARED_INTERVAL:
+            self.shared, self.shared_read = _shared_pages(self.pid), now
+        self.peak = max(status["VmHWM"] - self.shared, 0)
+        return True
+
+
+def _shared_pages(pid: int) -> int:
+    shared = 0
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(("Shared_Clean:", "Shared_Dirty:")):
+                shared += int(line.split()[1]) * 1024
+    return shared
+
+
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, command line) of every process this one can see."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        # The command name, in parentheses, may hold spaces: count fields from its end.
+        parent = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        found[int(entry.name)] = (parent, cmdline)
+    return found
+
+
+class _Sampler(threading.Thread):
+    """Samples the cell's child processes until :meth:`finish`; ``peak``: the most the cell
+    and its children held at once, as this process's resident memory counts it."""
+
+    def __init__(self) -> None:
+        super().__init__(name="taskcell-peak-memory", daemon=True)
+        self._done = threading.Event()
+        self._children: dict[int, _Child] = {}
+        self._last_pid = b""
+        self._scanned = -INTERVAL
+        self.peak = 0
+        #: The largest high-water mark of a child seen, shared pages and all.
+        self.largest_seen = 0
+
+    def run(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # interrupts are the cell's
+        while not self._done.wait(INTERVAL):
+            self.sample()
+
+    def finish(self) -> None:
+        self._done.set()
+        self.join()
+        self.sample()
+
+    def sample(self) -> None:
+        now = time.monotonic()
+        with contextlib.suppress(OSError):
+            with open("/proc/loadavg", "rb") as f:
+                last_pid = f.read().split()[-1]  # the latest process id handed out
+            if last_pid != self._last_pid and now - self._scanned >= INTERVAL:
+                self._last_pid, self._scanned = last_pid, now
+                self._rescan()
+        if not self._children:
+            return
+        live = [c for c in self._children.values() if c.sample(now)]
+        self._children = {c.pid: c for c in live}
+        for child in live:
+            self.largest_seen = max(self.largest_seen, child.peak + child.shared)
+        self.peak = max(self.peak, _resident() + sum(c.peak for c in live))
+
+    def _rescan(self) -> None:
+        processes = _processes()
+        kids: dict[int, list[int]] = {}
+        for pid, (parent, _) in processes.items():
+            kids.setdefault(parent, []).append(pid)
+        found: dict[int, _Child] = {}
+        todo = [os.getpid()]
+        while todo:
+            parent = todo.pop()
+            for pid in kids.get(parent, ()):
+                forked = processes[pid][1] == processes.get(parent, (0, b""))[1]
+                found[pid] = self._children.get(pid) or _Child(pid, forked)
+                todo.append(pid)
+        self._children = found
 
 
 class PeakMemory:
-    """The peak resident memory of this process while one cell runs.
+    """The peak memory of one cell, its child processes included: ``start()`` before the
+    cell's code, ``stop()`` after it (bytes). See the module's docstring for what counts.
 
-    ``start()`` before the cell's code, ``stop()`` after it: the bytes the process held at most
-    in between. On Linux the high-water mark (``VmHWM``) is reset at ``start()`` through
-    ``/proc/self/clear_refs``; elsewhere the process's lifetime peak is the best there is.
+    ``start(namespace)`` lets the cell's values say which libraries it uses; without it, the
+    libraries it imports say so alone.
     """
 
-    def start(self) -> None:
-        with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+    def __init__(self) -> None:
+        #: Whether the figure is the cell's own; False where the high-water mark cannot be reset.
+        self.own = False
+        self._namespace: Mapping[str, Any] | None = None
+        self._start = self._shared = self._children_before = 0
+        self._loaded: set[str] = set()
+        self._sampler: _Sampler | None = None
+
+    def start(self, namespace: Mapping[str, Any] | None = None) -> None:
+        global _released
+        watch_imports()
+        if not _released:
+            release()
+        _released = False
+        self._shared = _status().get("RssShmem", 0)
+        if self._shared:
+            _write("/proc/self/clear_refs", "3")  # accessed bits of mapped pages
+        self.own = _write("/proc/self/clear_refs", "5")  # the high-water mark
+        if not self.own:
+            return
+        assert _imports is not None
+        _imports.reset()
+        self._namespace = namespace
+        self._loaded = {name.partition(".")[0] for name in list(sys.modules)}
+        self._start = _resident()
+        self._children_before = _children_peak()
+        self._sampler = _Sampler()
+        self._sampler.start()
 
     def stop(self) -> int:
-        with contextlib.suppress(OSError), open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        import resource
+        if not self.own or self._sampler is None or _imports is None:
+            return _lifetime_peak()
+        self._sampler.finish()
+        held = max(_status().get("VmHWM", 0), self._sampler.peak)
+        children = _children_peak()
+        if children > max(self._children_before, self._sampler.largest_seen):
+            held = max(held, self._start + children)  # a child that ended between two samples
+        untouched = _untouched_shared() if self._shared else 0
+        gained = held - untouched - (self._start - self._shared)
+        libraries = _imports.held(self._loaded, self._namespace)
+        self._sampler, self._namespace = None, None
+        return _imports.floor + libraries + max(gained, 0)
 
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+def _lifetime_peak() -> int:
+    """The process's peak since it started: all there is where it cannot be reset."""
+    status = _status()
+    if "VmHWM" in status:
+        return status["VmHWM"]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes there, KiB elsewhere

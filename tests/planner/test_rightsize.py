@@ -54,11 +54,41 @@ def test_a_range_is_judged_against_its_limit():
     assert review([r], BUILTIN_PRESETS) == []
 
 
-def test_cpu_bound_task_is_told_more_cores_may_help():
+def test_cpu_bound_task_is_told_more_cores_and_never_more_memory():
     r = record("crunch", Resources(cpu=2, memory="4Gi"), peak=2 * GiB, cores=1.97)
     (hint,) = review([r], BUILTIN_PRESETS)
     assert (hint.kind, hint.resource) == ("near-limit", "cpu")
-    assert hint.preset == "medium_task" and "CPU-bound" in hint.message
+    # medium_task has 32 cores but 128 GiB: no Latch preset adds cores without memory.
+    assert hint.preset is None and hint.line == "%%task --cpu 3 --memory 4Gi"
+    assert "CPU-bound" in hint.message and "with no more memory" in hint.message
+    ladder = {
+        "c2": Resources(cpu=2, memory="4Gi"),
+        "c4": Resources(cpu=4, memory="4Gi"),
+        "c4-big": Resources(cpu=4, memory="16Gi"),
+        "c8": Resources(cpu=8, memory="2Gi"),
+    }
+    (hint,) = review([r], ladder)
+    assert hint.preset == "c4"  # the fewest cores over 2 with no more than 4 GiB
+
+
+def test_one_busy_core_of_one_asked_is_no_cpu_hint():
+    serial = record("loop", Resources(cpu=1, memory="4Gi"), peak=3 * GiB, cores=0.99)
+    assert review([serial], BUILTIN_PRESETS) == []
+    threaded = record("blas", Resources(cpu=1, memory="4Gi"), peak=3 * GiB, cores=1.9)
+    (hint,) = review([threaded], BUILTIN_PRESETS)  # more than its one core: it is parallel
+    assert (hint.kind, hint.resource) == ("near-limit", "cpu")
+
+
+def test_over_requested_memory_names_the_smallest_rung_with_its_margin():
+    ladder = {
+        name: Resources(cpu=1, memory=name.removeprefix("m"))
+        for name in ("m256Mi", "m512Mi", "m1Gi", "m2Gi", "m4Gi", "m8Gi")
+    }
+    r = record("small", Resources(cpu=1, memory="8Gi"), peak=205 << 20, cores=0.5)
+    (hint,) = review([r], ladder)
+    # 205 MiB with 25% to spare is 256.25 MiB: the 512 MiB rung, not 256Mi and never m4Gi.
+    assert (hint.kind, hint.preset, hint.line) == ("over-requested", "m512Mi", "%%task m512Mi")
+    assert "m512Mi (512 MiB) is the smallest that holds that with 25% to spare" in hint.message
 
 
 def test_well_sized_short_failed_and_unrequested_tasks_say_nothing():
@@ -78,7 +108,7 @@ def test_gpu_tasks_keep_their_gpus():
     assert hints[0].to_dict()["line"] == "%%task g6e_xlarge_task"
 
 
-def test_auto_from_history_of_the_same_cell():
+def test_auto_without_input_sizes_holds_the_highest_peak():
     history = [
         record("etl", Resources(cpu=32, memory="128Gi"), peak=2 * GiB, cores=1.0),
         record("other", Resources(cpu=2, memory="4Gi"), peak=100 * GiB, cores=30),

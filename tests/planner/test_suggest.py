@@ -16,10 +16,12 @@ from taskcell.spec import BUILTIN_PRESETS
 GiB = 1 << 30
 
 
-def boundary_cases(profile: str, factor: int, table: list[tuple[str, int, str | None]]):
-    """(size, expected) at, just under and just over each preset's memory boundary."""
+def boundary_cases(profile: str, table: list[tuple[str, int, str | None]]):
+    """(size, expected) at, just under and just over each preset's memory boundary: the
+    profile's base memory plus its factor times the input."""
+    p = get_profile(profile)
     for preset, memory_gib, above in table:
-        edge = memory_gib * GiB // factor
+        edge = (memory_gib * GiB - p.base_memory) // int(p.memory_per_byte)
         yield pytest.param(profile, edge - 1, preset, id=f"{profile}-under-{preset}")
         yield pytest.param(profile, edge, preset, id=f"{profile}-at-{preset}")
         yield pytest.param(profile, edge + 1, above, id=f"{profile}-over-{preset}")
@@ -46,9 +48,9 @@ GPU_TABLE = [
 @pytest.mark.parametrize(
     ("profile", "size", "expected"),
     [
-        *boundary_cases("default", 4, CPU_TABLE),
-        *boundary_cases("light", 2, CPU_TABLE),
-        *boundary_cases("gpu-training", 4, GPU_TABLE),
+        *boundary_cases("default", CPU_TABLE),
+        *boundary_cases("light", CPU_TABLE),
+        *boundary_cases("gpu-training", GPU_TABLE),
     ],
 )
 def test_smallest_preset_at_each_boundary(profile, size, expected):
@@ -66,7 +68,7 @@ def test_line_adds_scratch_disk_and_reads_back():
     from taskcell.runner.task_line import build_request, parse_task_line
 
     s = suggest("3 GiB", "default", workers=[], presets=BUILTIN_PRESETS)
-    assert s.line == "%%task medium_task --disk 3Gi"
+    assert s.line == "%%task medium_task --disk 3Gi"  # 12 GiB and a base: not small_task's 4
     parsed = parse_task_line(s.line.removeprefix("%%task "))
     assert build_request(parsed, lambda: BUILTIN_PRESETS, {}, {}) == s.request
     assert suggest("3 GiB", "light", presets=BUILTIN_PRESETS).line == "%%task medium_task"
@@ -83,10 +85,10 @@ def test_dataframe_and_glob_inputs(tmp_path):
 
 
 def test_nothing_fits_offers_the_custom_request():
-    s = suggest("1 PiB", presets=BUILTIN_PRESETS)
+    s = suggest("1 TiB", presets=BUILTIN_PRESETS)
     assert (s.preset, s.fits) == (None, False)
     assert "No preset fits" in s.message and "large_task" in s.message
-    assert s.line == "%%task --memory 4Pi --disk 1Pi"
+    assert s.line == "%%task --memory 4097Gi --disk 1Ti"  # 4x and the 160 MiB base
 
 
 def test_nothing_fits_even_custom_on_a_platform_with_limits():
@@ -139,7 +141,7 @@ def test_workers_as_snapshot_records_and_json():
         "running_tasks": 0,
         "assigned_tasks": 0,
     }
-    s = suggest("1 GiB", workers=[record], presets=BUILTIN_PRESETS)
+    s = suggest("900 MiB", workers=[record], presets=BUILTIN_PRESETS)
     info = json.loads(json.dumps(s.to_dict()))
     assert info["preset"] == "small_task"
     assert info["workers"] == [
@@ -152,7 +154,7 @@ def test_workers_as_snapshot_records_and_json():
             ),
         }
     ]
-    assert info["request"] == {"cpu": "2", "memory": "4Gi", "disk": "1Gi"}
+    assert info["request"] == {"cpu": "2", "memory": "4Gi", "disk": "1Gi"}  # 900Mi scratch
 
 
 def test_html_is_escaped():
@@ -165,7 +167,7 @@ def test_html_is_escaped():
     ("profiles", "words"),
     [
         ({"x": {"memory-per-bite": 2}}, "unknown key 'memory-per-bite'; did you mean"),
-        ({"x": {"memory-per-byte": -1}}, "memory-per-byte must be a number of zero or more"),
+        ({"x": {"memory-per-byte": -1}}, "memory-per-byte must be a finite number of zero or"),
         ({"x": {"gpu": "A1000"}}, "A1000"),
         ({"x": 5}, "must be a mapping"),
     ],

@@ -1,0 +1,308 @@
+"""A cell's memory from what it reads and what its code does with it, before it ever ran.
+
+The cell's input is what it reads (:func:`cell_input`): the notebook values it uses, by their
+size in memory, and the files it opens by a path it names (``open``, ``pd.read_*``,
+``np.load``, ...), compressed ones by their size decompressed. Its memory
+(:func:`estimate_memory`) is
+
+    floor + libraries + what it holds of each input + copies its operations make
+
+- the floor is an interpreter running taskcell's cell loop; libraries are those the cell
+  imports, or that its values, readers and pickles need (:data:`LIBRARIES`);
+- what it holds of a file depends on how it reads it (:mod:`.recognize`): a DataFrame parsed
+  from csv, Python objects from JSON or text, an array, or a stream that holds one piece at a
+  time. The bytes in memory per byte of file come from parsing a sample of it
+  (:mod:`.expansion`); the copies a reader makes while it parses (:data:`HOLDINGS`) and those
+  operations make (:data:`~taskcell.planner.recognize.EXTRA_COPIES`) were read off the
+  workload corpus in ``benchmarks/planner_corpus.py``.
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import math
+import os
+import pickletools
+import sys
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from taskcell.planner.amounts import show_bytes
+from taskcell.planner.compressed import compression
+from taskcell.planner.expansion import SAMPLE, expansion
+from taskcell.planner.recognize import CellWork, Holding, recognize
+from taskcell.planner.sizing import file_size, input_size
+from taskcell.runner.analysis import FileRead, analyze_cell
+
+MiB = 1 << 20
+
+#: An interpreter running taskcell's cell loop, before the cell imports anything.
+FLOOR = 24 * MiB
+#: What importing a package adds to an interpreter, and the packages it imports itself
+#: (measured on Linux with CPython 3.11, pandas 3.1 with pyarrow, numpy 2.4). A package not
+#: listed and not in the standard library counts :data:`OTHER_LIBRARY`.
+LIBRARIES: dict[str, tuple[int, frozenset[str]]] = {
+    "pandas": (113 * MiB, frozenset({"numpy", "pyarrow"})),
+    "pyarrow": (62 * MiB, frozenset({"numpy"})),
+    "numpy": (17 * MiB, frozenset()),
+    "scipy": (20 * MiB, frozenset({"numpy"})),
+    "sklearn": (190 * MiB, frozenset({"numpy", "scipy", "pandas"})),
+    "matplotlib": (38 * MiB, frozenset({"numpy"})),
+    "dask": (21 * MiB, frozenset()),
+    "distributed": (51 * MiB, frozenset({"dask"})),
+    "polars": (60 * MiB, frozenset()),
+    "torch": (300 * MiB, frozenset({"numpy"})),
+}
+OTHER_LIBRARY = 8 * MiB
+#: What a streamed file holds at a time: a chunk, a line, a block and the reader's buffers.
+STREAM = 32 * MiB
+
+
+@dataclass(frozen=True)
+class Model:
+    """How a holding turns a file into memory: ``text`` copies of the file's (decompressed)
+    bytes while it is read, ``parsed`` copies of the sampled result (a DataFrame, Python
+    objects), ``expansion`` bytes of result per file byte where no sample tells, and the
+    ``library`` its reader needs."""
+
+    text: float
+    parsed: float
+    expansion: float
+    library: str | None = None
+
+
+#: Each holding's model (see :data:`taskcell.planner.recognize.Holding`). A compressed file is
+#: decompressed piece by piece, so it costs no ``text`` copies.
+HOLDINGS: dict[Holding, Model] = {
+    "csv": Model(1.0, 2.0, 1.7, "pandas"),
+    "json-lines-frame": Model(0.0, 1.75, 9.7, "pandas"),
+    "json-frame": Model(1.0, 1.75, 9.7, "pandas"),
+    "columnar": Model(0.0, 2.5, 6.0, "pandas"),
+    "frame": Model(0.0, 1.0, 4.0, "pandas"),
+    "pickle": Model(0.0, 1.0, 1.0),
+    "json": Model(1.0, 1.0, 6.5),
+    "json-lines": Model(0.0, 1.15, 9.7),
+    "words": Model(2.7, 1.0, 10.5),
+    "lines": Model(0.0, 1.0, 2.5),
+    "csv-rows": Model(0.0, 1.1, 8.0),
+    "text": Model(2.0, 0.0, 1.0),
+    "bytes": Model(1.0, 0.0, 1.0),
+    "array": Model(1.0, 0.0, 1.0, "numpy"),
+    "text-array": Model(1.0, 2.0, 1.0, "numpy"),
+    "stream": Model(0.0, 0.0, 0.0),
+    "unknown": Model(0.0, 1.0, 4.0),
+}
+
+
+@dataclass(frozen=True)
+class Input:
+    """One thing a cell reads: a notebook value or a file, its size and how the cell holds it.
+
+    ``size`` is the value's bytes in memory or the file's decompressed size; ``loaded`` what
+    the cell holds of it once read (the DataFrame, the objects, the array), which operations
+    copy; ``memory`` the most reading it holds at once.
+    """
+
+    what: str
+    holding: Holding | None
+    size: int
+    loaded: int
+    memory: int
+
+
+@dataclass(frozen=True)
+class CellInput:
+    """What a cell reads (:func:`cell_input`): its inputs, and what its code does with them."""
+
+    inputs: tuple[Input, ...]
+    work: CellWork
+    libraries: frozenset[str]
+
+    @property
+    def size(self) -> int:
+        """The bytes it reads: values in memory plus files decompressed."""
+        return sum(i.size for i in self.inputs)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A cell's memory before it runs (:func:`estimate_memory`): ``memory`` at its peak, of which
+    ``base`` does not grow with its input (floor, libraries, streams)."""
+
+    memory: int
+    base: int
+    read: CellInput
+
+    @property
+    def size(self) -> int:
+        return self.read.size
+
+    def describe(self) -> str:
+        """One sentence: what it reads and what that comes to."""
+        parts = [
+            f"{i.what} ({show_bytes(i.size)}{', ' + _HOW[i.holding] if i.holding else ''})"
+            for i in self.read.inputs
+        ]
+        reads = "; ".join(parts) if parts else "no input"
+        ops = self.read.work.operations
+        then = f", then {', '.join(ops)}" if ops else ""
+        return (
+            f"reads {reads}{then}: about {show_bytes(self.memory)} at its peak "
+            f"({show_bytes(self.base)} of it interpreter and libraries)"
+        )
+
+
+_HOW: dict[str, str] = {
+    "csv": "parsed into a DataFrame",
+    "json-lines-frame": "parsed into a DataFrame",
+    "json-frame": "parsed into a DataFrame",
+    "columnar": "read into a DataFrame",
+    "frame": "read into a DataFrame",
+    "pickle": "unpickled",
+    "json": "parsed into Python objects",
+    "json-lines": "parsed into Python objects",
+    "words": "split into words",
+    "lines": "kept as lines",
+    "csv-rows": "kept as rows",
+    "text": "read whole",
+    "bytes": "read whole",
+    "array": "loaded as an array",
+    "text-array": "parsed into an array",
+    "stream": "streamed",
+    "unknown": "read",
+    "value": "in memory",
+}
+
+
+def cell_input(
+    source: str,
+    namespace: Mapping[str, Any],
+    transform: Callable[[str], str] | None = None,
+) -> CellInput:
+    """What a cell reads: the notebook values it uses and the files it opens by path.
+
+    ``source`` is the cell as it runs (IPython's transforms applied); ``transform`` transforms
+    the bodies of cell magics inside it, as for :func:`~taskcell.runner.analysis.analyze_cell`.
+    A notebook name that holds the path of a file the cell opens counts as that file; a file
+    that does not exist (yet) counts nothing.
+    """
+    analysis = analyze_cell(source, transform)
+    path_names = {r.name for r in analysis.files if r.name}
+    values = {
+        n: namespace[n]
+        for n in analysis.inputs
+        if n in namespace and n not in path_names and not _is_code(namespace[n])
+    }
+    arrays = [n for n, v in values.items() if hasattr(v, "nbytes") or hasattr(v, "dtypes")]
+    work = recognize(source, arrays)
+    libraries = {m for m in analysis.imports if _third_party(m)}
+    inputs = []
+    for name, value in values.items():
+        nbytes = _value_size(value)
+        libraries.add(type(value).__module__.partition(".")[0])
+        inputs.append(Input(name, None, nbytes, nbytes, nbytes))
+    for read in analysis.files:
+        for path in _paths(read, namespace):
+            found = _file_input(path, read.function, work.holding(read.function))
+            inputs.append(found[0])
+            libraries |= found[1]
+    return CellInput(tuple(inputs), work, frozenset(m for m in libraries if _third_party(m)))
+
+
+def estimate_memory(read: CellInput) -> Estimate:
+    """The memory a cell needs at its peak, from what it reads (see the module docstring)."""
+    base = FLOOR + library_memory(read.libraries)
+    held = sum(i.memory for i in read.inputs if i.holding != "stream")
+    streams = STREAM if any(i.holding == "stream" for i in read.inputs) else 0
+    copies = math.ceil(read.work.extra * sum(i.loaded for i in read.inputs))
+    return Estimate(base + streams + held + copies, base + streams, read)
+
+
+def library_memory(libraries: frozenset[str] | set[str]) -> int:
+    """What importing ``libraries`` adds to an interpreter, each package counted once."""
+    covered: set[str] = set()
+    for name in libraries:
+        covered |= LIBRARIES.get(name, (0, frozenset()))[1]
+    return sum(
+        LIBRARIES[name][0] if name in LIBRARIES else OTHER_LIBRARY
+        for name in libraries
+        if name not in covered
+    )
+
+
+def _third_party(module: str) -> bool:
+    return bool(module) and module not in sys.stdlib_module_names and module != "builtins"
+
+
+def _is_code(value: Any) -> bool:
+    return isinstance(value, types.ModuleType | types.FunctionType | type | types.MethodType)
+
+
+def _value_size(value: Any) -> int:
+    try:
+        return input_size(value)
+    except Exception:  # any other object: Dask's estimate, as the runner ships it
+        from dask.sizeof import sizeof
+
+        return int(sizeof(value))
+
+
+def _paths(read: FileRead, namespace: Mapping[str, Any]) -> list[str]:
+    """The existing files ``read`` names: its literal path, or the path a notebook name holds."""
+    target = read.path if read.path is not None else namespace.get(read.name or "")
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str) or not target:
+        return []
+    try:
+        pattern = os.path.expanduser(target)
+        found = glob.glob(pattern) if set("*?[") & set(pattern) else [pattern]
+        return [p for p in found if os.path.isfile(p)]
+    except (OSError, ValueError):
+        return []
+
+
+def _file_input(path: str, function: str, holding: Holding) -> tuple[Input, set[str]]:
+    """What the cell holds of one file, and the libraries reading it needs."""
+    model = HOLDINGS[holding]
+    libraries = {model.library} if model.library else set()
+    try:
+        size = file_size(path)
+        on_disk = os.path.getsize(path)
+    except OSError:
+        return Input(path, holding, 0, 0, 0), libraries
+    sampled = expansion(path, holding, function) if model.parsed else None
+    per_byte = sampled if sampled is not None else model.expansion
+    if holding == "columnar":  # sampled per byte on disk: the file is compressed in columns
+        loaded = math.ceil(per_byte * on_disk)
+    elif holding in ("pickle", "array", "bytes", "text"):
+        loaded = size
+    else:
+        loaded = math.ceil(per_byte * size)
+    if holding == "pickle":
+        libraries |= _pickled_libraries(path)
+    text = 0.0 if compression(path) else model.text
+    memory = 0 if holding == "stream" else math.ceil(text * size + model.parsed * loaded)
+    memory = max(memory, loaded)
+    return Input(path, holding, size, 0 if holding == "stream" else loaded, memory), libraries
+
+
+def _pickled_libraries(path: str) -> set[str]:
+    """The known packages a pickle's first objects come from (unpickling imports them)."""
+    found: set[str] = set()
+    try:
+        with open(path, "rb") as f:
+            sample = f.read(SAMPLE)
+        for op, arg, _ in pickletools.genops(io.BytesIO(sample)):
+            if isinstance(arg, str):
+                top = arg.partition(" ")[0].partition(".")[0]
+                if top in LIBRARIES:
+                    found.add(top)
+            if op.name == "STOP":
+                break
+    except Exception:  # a sample cut mid-pickle ends here; what it named so far stands
+        pass
+    return found
