@@ -1,11 +1,14 @@
 """taskcell's options, kept in Dask's config under ``taskcell.*``.
 
 Defaults ship in ``taskcell.yaml``; Dask's YAML files and ``DASK_TASKCELL__...`` environment
-variables override them, as for any Dask option.
+variables override them, as for any Dask option. An option set to something taskcell cannot
+use is a :class:`~taskcell.errors.SpecError` naming the option, the value and where it was
+written (the environment variable or the YAML file), read when the option is first needed.
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -13,7 +16,9 @@ from typing import Any
 import dask.config
 import yaml
 
-from taskcell.spec import Resources, catalogue
+from taskcell.errors import SpecError
+from taskcell.spec import PROFILES, PlatformLimits, Resources, catalogue
+from taskcell.spec._util import shown
 
 _DEFAULTS = pathlib.Path(__file__).with_name("taskcell.yaml")
 
@@ -26,7 +31,93 @@ def get(key: str, default: Any = None) -> Any:
     return dask.config.get(f"taskcell.{key}", default)
 
 
+def where(key: str) -> str:
+    """Where ``taskcell.<key>`` was set: ``taskcell.presets in ~/.config/dask/taskcell.yaml``,
+    ``taskcell.presets (DASK_TASKCELL__PRESETS)``, or the key alone when it was set in Python
+    (``dask.config.set``) or not at all."""
+    wanted = ["taskcell", *key.split(".")]
+    for name in os.environ:
+        if name.startswith("DASK_") and _parts(name[5:].split("__")) == _parts(wanted):
+            return f"taskcell.{key} ({name})"
+    found = None
+    for path in _config_files():
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+        if _lookup(data, wanted):
+            found = path  # Dask merges the files in this order: the last one wins
+    return f"taskcell.{key} in {found}" if found else f"taskcell.{key}"
+
+
+def _parts(words: list[str]) -> list[str]:
+    return [w.lower().replace("_", "-") for w in words]
+
+
+def _config_files() -> list[pathlib.Path]:
+    files = []
+    for entry in map(pathlib.Path, dask.config.paths):
+        if entry.is_dir():
+            files += sorted(p for p in entry.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+        elif entry.is_file():
+            files.append(entry)
+    return files
+
+
+def _lookup(data: object, parts: list[str]) -> bool:
+    for part in _parts(parts):
+        if not isinstance(data, Mapping):
+            return False
+        keys = {str(k).lower().replace("_", "-"): k for k in data}
+        if part not in keys:
+            return False
+        data = data[keys[part]]
+    return True
+
+
 def presets() -> dict[str, Resources]:
     """Every preset a user can name: Latch's, then pyproject's, then Dask config's."""
-    configured: Mapping[str, Any] = get("presets") or {}
-    return catalogue(configured)
+    configured = get("presets")
+    return catalogue({} if configured is None else configured, origin=where("presets"))
+
+
+def platform() -> PlatformLimits | None:
+    """The platform profile every request is checked against (``taskcell.platform``)."""
+    name = get("platform")
+    if name is None:
+        return None
+    if not isinstance(name, str) or name not in PROFILES:
+        raise SpecError(
+            f"{where('platform')} must be one of {', '.join(PROFILES)} or null, got {shown(name)}"
+        )
+    return PROFILES[name]
+
+
+def seconds(key: str) -> float:
+    """``taskcell.<key>`` as seconds: ``10s``, ``2 minutes``, ``1.5``."""
+    from dask.utils import parse_timedelta
+
+    value = get(key)
+    try:
+        number = float(parse_timedelta(value, default="s"))
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError):
+        number = -1.0
+    if not 0 < number < float("inf"):
+        raise SpecError(
+            f"{where(key)} must be a positive duration such as 10s or 2 minutes, got {shown(value)}"
+        )
+    return number
+
+
+def count(key: str) -> int | None:
+    """``taskcell.<key>`` as a whole number of 1 or more, or None where it is unset (null)."""
+    value = get(key)
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = int(value)  # as a DASK_TASKCELL__... variable gives it
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        raise SpecError(
+            f"{where(key)} must be a whole number from 1 to 10000 or null, got {shown(value)}"
+        )
+    return value

@@ -14,23 +14,25 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
-import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from taskcell.errors import SpecError
-from taskcell.spec import Environment, Expression, Resources, ResourceTemplate, get_preset
+from taskcell.spec import (
+    MAX_RETRIES,
+    Environment,
+    Expression,
+    Resources,
+    ResourceTemplate,
+    get_preset,
+    parse_retries,
+)
 from taskcell.spec.resources import parse_resource_pairs
 
 #: The request fields a ``%%task`` line can set, in the order they are shown.
 FIELDS = ("cpu", "memory", "gpu", "disk", "shm")
-
-#: The most reruns ``--retries`` takes: a worker that dies more often is not a passing fault.
-MAX_RETRIES = 100
-
-_RETRIES_RE = re.compile(r"[0-9]{1,3}", re.ASCII)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +56,8 @@ class _Once(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        if values == []:  # argparse before Python 3.12 drops a value "--" (python/cpython#106049)
+            values = "--"
         given = namespace.__dict__.setdefault("_given", {})
         if self.dest in given:
             raise SpecError(
@@ -159,7 +163,7 @@ def parse_task_line(line: str) -> TaskLine:
         name=ns.name,
         background=ns.bg,
         graph=ns.graph,
-        retries=_retries(ns.retries),
+        retries=parse_retries(ns.retries, "%%task: --retries"),
     )
 
 
@@ -174,16 +178,6 @@ def _values_joined(words: Sequence[str]) -> list[str]:
         else:
             out.append(word)
     return out
-
-
-def _retries(text: str) -> int:
-    """``--retries N``: a whole number from 0 to :data:`MAX_RETRIES`, in ASCII digits."""
-    if not _RETRIES_RE.fullmatch(text.strip()) or int(text) > MAX_RETRIES:
-        raise SpecError(
-            f"%%task: --retries must be 0 or more, at most {MAX_RETRIES}, written with the "
-            f"digits 0-9, such as 2, got {text!r}"
-        )
-    return int(text)
 
 
 def parse_extra(text: str) -> dict[str, int | float]:

@@ -39,6 +39,7 @@ from taskcell.spec.presets import (
 from taskcell.spec.quantity import format_quantity, parse_quantity
 from taskcell.spec.ranges import Range
 from taskcell.spec.resources import FIELDS, Resources
+from taskcell.spec.retries import MAX_RETRIES, parse_retries
 
 __all__ = [
     "ACCELERATORS",
@@ -51,6 +52,7 @@ __all__ = [
     "HABANA_GAUDI",
     "KNOWN_GPUS",
     "LATCH",
+    "MAX_RETRIES",
     "MIG_PROFILES",
     "PROFILES",
     "TPU",
@@ -78,5 +80,6 @@ __all__ = [
     "parse_cpu",
     "parse_gpu",
     "parse_quantity",
+    "parse_retries",
     "presets_frame",
 ]

@@ -38,6 +38,8 @@ MAX_DIGITS = 40
 _EXPONENT_DIGITS = 9
 _TOO_LARGE = " (far more than any machine has)"
 _TOO_FINE = " (a nonzero amount finer than any resource is counted in)"
+# The least nonzero amount a decimal text may have (its order, see _exact, is -MAX_ORDER).
+_FINEST = Fraction(1, 10 ** (MAX_ORDER + 1))
 
 Fail = Callable[[str], SpecError]
 """Builds a field's error from a detail (``""`` or ``" (why)"``): the field's own message."""
@@ -73,12 +75,21 @@ def read_number(value: object, fail: Fail) -> Fraction:
     if isinstance(value, numbers.Integral):
         return Fraction(int(value))
     if isinstance(value, Fraction):
-        return value
+        return _not_too_fine(value, fail)
     if isinstance(value, float) and math.isfinite(value):
-        return Fraction(repr(float(value)))  # numpy's float64 reprs as "np.float64(0.5)"
+        # numpy's float64 reprs as "np.float64(0.5)", hence float() first
+        return _not_too_fine(Fraction(repr(float(value))), fail)
     if isinstance(value, str) and _DECIMAL_RE.fullmatch(value.strip()):
         return _exact(value.strip(), fail)
     raise fail("")
+
+
+def _not_too_fine(number: Fraction, fail: Fail) -> Fraction:
+    """``number``, unless it is nonzero and finer than the text of a number may be: a value
+    accepted as a number must also be accepted as the text it is written back as."""
+    if number and abs(number) < _FINEST:
+        raise fail(_beyond("-" if number < 0 else "", large=False))
+    return number
 
 
 def _exact(text: str, fail: Fail) -> Fraction:

@@ -100,7 +100,7 @@ def format_cpu(cores: Fraction | int) -> str:
     Raises
     ------
     SpecError
-        If ``cores`` is not a positive whole number of millicores.
+        If ``cores`` is not a positive whole number of millicores, at most ``MAX_CORES``.
 
     Examples
     --------
@@ -109,8 +109,9 @@ def format_cpu(cores: Fraction | int) -> str:
     >>> format_cpu(Fraction(2))
     '2'
     """
-    milli = Fraction(cores) * _MILLI
-    if isinstance(cores, bool) or milli <= 0 or milli.denominator != 1:
+    exact = isinstance(cores, int | Fraction) and not isinstance(cores, bool)
+    milli = Fraction(cores) * _MILLI if exact else Fraction(0)
+    if milli <= 0 or milli.denominator != 1 or milli > MAX_CORES * _MILLI:
         raise SpecError(
             f"format_cpu() takes a positive whole number of millicores, got {shown(cores)}"
         )

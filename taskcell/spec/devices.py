@@ -435,8 +435,8 @@ class Device:
         if isinstance(self.quantity, str):
             raise SpecError(
                 f"gpu= Device() takes Flyte's signature Device(quantity, device_class, device, "
-                f"partition), got quantity={self.quantity!r}; write "
-                f"Device(1, 'GPU', {self.quantity!r})"
+                f"partition), got quantity={shown(self.quantity)}; write "
+                f"Device(1, 'GPU', {shown(self.quantity)})"
             )
         _count(self.quantity, "gpu")
         kind = _device_class(self.device_class, "gpu")
@@ -653,7 +653,7 @@ def parse_gpu(value: object, field: str = "gpu") -> Accelerator | None:
     if isinstance(value, Device):
         return _canonical(value)
     if isinstance(value, bool):
-        raise SpecError(f"{field}= must be {_FORMS}, got {value!r}")
+        raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)}")
     if isinstance(value, int):
         if value < 0:
             raise SpecError(f"{field}= must be {_FORMS}, got {shown(value)} (a negative count)")
@@ -690,7 +690,7 @@ def format_gpu(accelerator: Accelerator) -> str:
     'A100 80G:1'
     """
     if not isinstance(accelerator, GPU | TPU | Device):
-        raise SpecError(f"format_gpu() takes a GPU, TPU or Device, got {accelerator!r}")
+        raise SpecError(f"format_gpu() takes a GPU, TPU or Device, got {shown(accelerator)}")
     record = _canonical(accelerator) if isinstance(accelerator, Device) else accelerator
     part = f"/{record.partition}" if record.partition else ""
     if isinstance(record, TPU):

@@ -84,7 +84,7 @@ class Expression:
     def __post_init__(self) -> None:
         if not isinstance(self.source, str) or not self.source.strip():
             raise SpecError(
-                f"a resource expression must be a non-empty string, got {self.source!r}"
+                f"a resource expression must be a non-empty string, got {shown(self.source)}"
             )
         try:
             tree = ast.parse(self.source.strip(), mode="eval")
@@ -367,7 +367,9 @@ class ResourceTemplate:
         if isinstance(other, Resources):
             other = ResourceTemplate.from_resources(other)
         if not isinstance(other, ResourceTemplate):
-            raise SpecError(f"override() takes a Resources or a ResourceTemplate, got {other!r}")
+            raise SpecError(
+                f"override() takes a Resources or a ResourceTemplate, got {shown(other)}"
+            )
         fields = {}
         for name in FIELDS:
             source = other._source(name)

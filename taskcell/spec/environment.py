@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskcell.errors import SpecError
-from taskcell.spec._util import did_you_mean
+from taskcell.spec._util import did_you_mean, shown
 from taskcell.spec.dynamic import ResourceTemplate
 from taskcell.spec.resources import FIELDS, Resources
 
@@ -72,11 +72,11 @@ class Environment:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
-            raise SpecError(f"an environment needs a non-empty name, got {self.name!r}")
+            raise SpecError(f"an environment needs a non-empty name, got {shown(self.name)}")
         if not isinstance(self.resources, Resources | ResourceTemplate | None):
             raise SpecError(
                 f"resources= of environment {self.name!r} must be a Resources or a "
-                f"ResourceTemplate, got {self.resources!r}"
+                f"ResourceTemplate, got {shown(self.resources)}"
             )
 
     def override(
@@ -107,7 +107,9 @@ class Environment:
         if other is None:
             return self
         if not isinstance(other, Resources | ResourceTemplate):
-            raise SpecError(f"override() takes a Resources or a ResourceTemplate, got {other!r}")
+            raise SpecError(
+                f"override() takes a Resources or a ResourceTemplate, got {shown(other)}"
+            )
         base = self.resources
         if base is None:
             combined = other

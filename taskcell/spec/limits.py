@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from taskcell.errors import LimitError, SpecError
-from taskcell.spec._util import did_you_mean
+from taskcell.spec._util import did_you_mean, shown
 from taskcell.spec.cpu import format_cpu, parse_cpu
 from taskcell.spec.devices import GPU, Device
 from taskcell.spec.quantity import format_quantity, parse_quantity
@@ -57,9 +57,9 @@ class PlatformLimits:
         self, name: str, cpu: object, memory: object, disk: object, gpus: int | None = None
     ) -> None:
         if not isinstance(name, str) or not name:
-            raise SpecError(f"a platform profile needs a name, got {name!r}")
+            raise SpecError(f"a platform profile needs a name, got {shown(name)}")
         if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)):
-            raise SpecError(f"gpus= must be a whole number of devices or None, got {gpus!r}")
+            raise SpecError(f"gpus= must be a whole number of devices or None, got {shown(gpus)}")
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "cpu", parse_cpu(cpu))
         object.__setattr__(self, "memory", parse_quantity(memory, "memory"))
@@ -111,11 +111,14 @@ def check_limits(resources: Resources, profile: PlatformLimits | str) -> None:
     --------
     >>> check_limits(Resources(cpu=8, memory="32Gi"), "latch")
     """
-    if isinstance(profile, str):
-        if profile not in PROFILES:
-            hint = did_you_mean(profile, PROFILES)
+    if not isinstance(resources, Resources):
+        raise SpecError(f"check_limits() takes a Resources, got {shown(resources)}")
+    if not isinstance(profile, PlatformLimits):
+        if not isinstance(profile, str) or profile not in PROFILES:
+            hint = did_you_mean(profile, PROFILES) if isinstance(profile, str) else ""
             raise SpecError(
-                f"profile= {profile!r} is not a known platform{hint} (known: {', '.join(PROFILES)})"
+                f"profile= {shown(profile)} is not a known platform{hint} "
+                f"(known: {', '.join(PROFILES)})"
             )
         profile = PROFILES[profile]
     name = profile.name

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from taskcell.errors import SpecError
-from taskcell.spec._util import did_you_mean
+from taskcell.spec._util import did_you_mean, shown
 from taskcell.spec.devices import GPU, Device
 from taskcell.spec.resources import Resources
 
@@ -46,13 +46,13 @@ _NUMBER_COLUMNS = ("cpu_cores", "memory_bytes", "disk_bytes", "gpu_count")
 def _preset(name: object, entry: object, origin: str) -> Resources:
     """One preset entry (a mapping of Resources fields, or a Resources) checked and parsed."""
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-        raise SpecError(f"preset name {name!r} in {origin} must be letters, digits and '_.-'")
+        raise SpecError(f"preset name {shown(name)} in {origin} must be letters, digits and '_.-'")
     if isinstance(entry, Resources):
         return entry
     if not isinstance(entry, Mapping):
         raise SpecError(
             f"preset {name!r} in {origin} must be a table of resource fields such as "
-            f'{{ cpu = 8, memory = "32Gi" }}, got {entry!r}'
+            f'{{ cpu = 8, memory = "32Gi" }}, got {shown(entry)}'
         )
     try:
         return Resources.from_dict(entry)
@@ -110,14 +110,27 @@ def load_user_presets(start: Path | None = None) -> dict[str, Resources]:
         data = tomllib.loads(candidate.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SpecError(f"{candidate} is not valid TOML: {error}") from None
-    table = data.get("tool", {}).get("taskcell", {}).get("presets", {})
-    if not isinstance(table, dict):
-        raise SpecError(f"[tool.taskcell.presets] in {candidate} must be a table, got {table!r}")
-    return {name: _preset(name, entry, str(candidate)) for name, entry in table.items()}
+    except OSError as error:
+        raise SpecError(f"cannot read {candidate}: {error.strerror or error}") from None
+    table: dict[str, Any] = data
+    path: list[str] = []
+    for key in ("tool", "taskcell", "presets"):
+        path.append(key)
+        value = table.get(key, {})
+        if not isinstance(value, dict):
+            field = ".".join(path)
+            raise SpecError(
+                f"{field} in {candidate} must be a table ([{field}]), got {shown(value)}; "
+                f"presets go in [tool.taskcell.presets]"
+            )
+        table = value
+    origin = f"{candidate} [tool.taskcell.presets]"
+    return {name: _preset(name, entry, origin) for name, entry in table.items()}
 
 
 def catalogue(
     extra: Mapping[str, Mapping[str, Any] | Resources] | None = None,
+    origin: str = "configuration",
 ) -> dict[str, Resources]:
     """Return every preset: built-in, then ``pyproject.toml``, then ``extra``.
 
@@ -126,6 +139,9 @@ def catalogue(
     extra : mapping, optional
         More presets, each a :class:`Resources` or a mapping of its fields (as Dask's
         ``taskcell.presets`` config holds them). Later sources replace earlier ones by name.
+    origin : str, optional
+        Where ``extra`` was written, for error messages (``"taskcell.presets in ~/.config/
+        dask/taskcell.yaml"``).
 
     Returns
     -------
@@ -136,10 +152,15 @@ def catalogue(
     SpecError
         For a malformed preset in any source, named with its origin.
     """
+    if extra is not None and not isinstance(extra, Mapping):
+        raise SpecError(
+            f"{origin} must be a mapping of preset names to resource fields such as "
+            f'{{gpu_box: {{cpu: 8, memory: "32Gi"}}}}, got {shown(extra)}'
+        )
     merged = dict(BUILTIN_PRESETS)
     merged.update(load_user_presets())
     for name, entry in (extra or {}).items():
-        merged[name] = _preset(name, entry, "configuration")
+        merged[name] = _preset(name, entry, origin)
     return merged
 
 
@@ -171,13 +192,25 @@ def get_preset(name: str, catalogue: Mapping[str, Resources] | None = None) -> R
     >>> get_preset("small_task")
     Resources(cpu=2, memory='4Gi')
     """
-    presets = _all() if catalogue is None else catalogue
-    if name not in presets:
-        hint = did_you_mean(str(name), presets, cutoff=0.5)
+    presets = _all() if catalogue is None else _mapping(catalogue)
+    if not isinstance(name, str) or name not in presets:
+        hint = did_you_mean(name, presets, cutoff=0.5) if isinstance(name, str) else ""
         raise SpecError(
-            f"preset= {name!r} is not a known preset{hint} (known: {', '.join(presets)})"
+            f"preset= {shown(name)} is not a known preset{hint} (known: {', '.join(presets)})"
         )
     return presets[name]
+
+
+def _mapping(catalogue: object) -> Mapping[str, Resources]:
+    """``catalogue`` checked to be a mapping of names to requests, as :func:`catalogue` gives."""
+    if not isinstance(catalogue, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, Resources) for k, v in catalogue.items()
+    ):
+        raise SpecError(
+            f"catalogue= must map preset names to Resources, as catalogue() does, "
+            f"got {shown(catalogue)}"
+        )
+    return catalogue
 
 
 def _count(resources: Resources) -> int | None:
@@ -203,7 +236,7 @@ def presets_frame(catalogue: Mapping[str, Resources] | None = None) -> pandas.Da
     """
     import pandas
 
-    presets = _all() if catalogue is None else catalogue
+    presets = _all() if catalogue is None else _mapping(catalogue)
     rows = []
     for name, resources in presets.items():
         text = resources.to_dict()

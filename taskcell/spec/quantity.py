@@ -216,7 +216,7 @@ def format_quantity(n: int) -> str:
     Raises
     ------
     SpecError
-        If ``n`` is not a non-negative int.
+        If ``n`` is not an int from 0 to 2**62 (4Ei).
 
     Examples
     --------
@@ -225,8 +225,10 @@ def format_quantity(n: int) -> str:
     >>> format_quantity(500_000_000)
     '500M'
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise SpecError(f"format_quantity() takes a number of bytes >= 0, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_AMOUNT:
+        raise SpecError(
+            f"format_quantity() takes a number of bytes from 0 to 2**62, got {shown(n)}"
+        )
     candidates = []
     for table in (BINARY_SUFFIXES, DECIMAL_SUFFIXES):
         exact = [suffix for suffix, size in table.items() if n and n % size == 0]

@@ -36,6 +36,11 @@ class Range(Generic[T]):
     limit: T
 
     def __post_init__(self) -> None:
+        for side in (self.request, self.limit):
+            if isinstance(side, bool) or not isinstance(side, int | Fraction):
+                raise SpecError(
+                    f"a range's request and limit are ints or Fractions, got {shown(side)}"
+                )
         if self.limit < self.request:
             raise SpecError(f"limit {shown(self.limit)} is below request {shown(self.request)}")
 

@@ -155,6 +155,8 @@ def parse_resource_pairs(text: str, *, zero: bool = False) -> dict[str, int | fl
     >>> parse_resource_pairs("GPU=2 MEMORY=100e9")
     {'GPU': 2, 'MEMORY': 100000000000}
     """
+    if not isinstance(text, str):
+        raise SpecError(f'expected NAME=NUMBER pairs such as "GPU=2,process=1", got {shown(text)}')
     amounts: dict[str, int | float] = {}
     given: dict[str, str] = {}  # casefolded name -> the pair that gave it
     for pair in text.replace(",", " ").split():
@@ -376,7 +378,7 @@ class Resources:
         Resources(cpu=2, memory='16Gi')
         """
         if not isinstance(other, Resources):
-            raise SpecError(f"override() takes a Resources, got {other!r}")
+            raise SpecError(f"override() takes a Resources, got {shown(other)}")
         merged = {
             field: getattr(other if is_set(getattr(other, field)) else self, field)
             for field in FIELDS
