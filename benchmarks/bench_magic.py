@@ -74,12 +74,96 @@ def _printing(client, cell) -> dict:
     }
 
 
+# What each of the two kinds of fresh process runs: an IPython shell made first (not timed),
+# then the clock from `%load_ext taskcell` to the first cell's result, and a warm cell.
+_FIRST_CELL = """
+import os, sys, time
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+pause = float(sys.argv[1])
+started = time.perf_counter()
+shell.run_cell("%load_ext taskcell")
+time.sleep(pause)
+before = time.perf_counter()
+assert shell.run_cell("%%task\\ny = 1").success
+first = time.perf_counter()
+assert shell.run_cell("%%task\\ny = 2").success
+print("TIMES", first - started, first - before, time.perf_counter() - first)
+from taskcell.cluster import connect
+connect.close()
+"""
+_RAW_FIRST = """
+import time
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+started = time.perf_counter()
+from distributed import Client, LocalCluster
+client = Client(LocalCluster(n_workers=1))
+client.submit(int, 1, pure=False).result()
+print("TIMES", time.perf_counter() - started)
+client.close()
+client.cluster.close()
+"""
+
+
+def _fresh(code: str, *args: str) -> list[float]:
+    """Run ``code`` in a fresh interpreter with no cluster configured; the times it prints."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True
+    )
+    line = next(x for x in done.stdout.splitlines() if x.startswith("TIMES"))
+    return [float(x) for x in line.split()[1:]]
+
+
+def _first_cell(rounds: int = 3, pause: float = 5.0) -> list[dict]:
+    """``%load_ext taskcell`` to the first cell's result, against a raw LocalCluster + submit,
+    in fresh processes of the same kind, alternating; and a first cell run ``pause`` seconds
+    after loading, against a warm cell of the same kernel."""
+    ours, raw, later, warm = [], [], [], []
+    for _ in range(rounds):
+        total, _, _ = _fresh(_FIRST_CELL, "0")
+        ours.append(total)
+        raw.append(_fresh(_RAW_FIRST)[0])
+        _, first, again = _fresh(_FIRST_CELL, str(pause))
+        later.append(first)
+        warm.append(again)
+    ours_s, raw_s = statistics.median(ours), statistics.median(raw)
+    later_s, warm_s = statistics.median(later), statistics.median(warm)
+    return [
+        {
+            "benchmark": "%load_ext taskcell to the first %%task result",
+            "taskcell_s": ours_s,
+            "baseline_s": raw_s,
+            "ratio": ours_s / raw_s,
+            "note": (
+                f"median of {rounds} alternating fresh processes, the cell right after loading "
+                f"(target <= 1.0x); raw: Client(LocalCluster(n_workers=1)) + one submit"
+            ),
+        },
+        {
+            "benchmark": f"first %%task cell {pause:g} s after %load_ext",
+            "taskcell_s": later_s,
+            "baseline_s": warm_s,
+            "ratio": later_s / warm_s,
+            "note": (
+                f"median of {rounds}; baseline: the next, warm cell of the same kernel; the "
+                f"embedded cluster started in the background after %load_ext"
+            ),
+        },
+    ]
+
+
 def run() -> list[dict]:
     import numpy as np
     from distributed import Client, LocalCluster, wait
     from IPython.core.interactiveshell import InteractiveShell
 
-    rows = []
+    rows = _first_cell()
     with (
         LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None) as cluster,
         Client(cluster) as client,

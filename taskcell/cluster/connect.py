@@ -3,15 +3,23 @@
 In order: an address given with :func:`use_address` (``%task_cluster ADDRESS``); a
 ``distributed.Client`` the user already made; Dask's ``scheduler-address`` config (which
 ``DASK_SCHEDULER_ADDRESS`` sets); else an embedded cluster of worker processes on this machine
-that advertise what it has, started on first use.
+that advertise what it has.
+
+The embedded cluster is started, and connected to, in a thread of its own (:class:`Embedded`):
+:func:`start_early` begins it when the extension loads, and a cell that needs it waits for it.
+An interrupt ends that wait in one line and leaves the start going on, so the next cell finds
+the same one cluster. A cluster started early that no cell used is stopped as soon as the
+user picks another one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import dask.config
@@ -21,7 +29,7 @@ from taskcell.cluster import provision, registry
 from taskcell.cluster.detect import advertised_resources, detect_machine
 from taskcell.cluster.embedded import EmbeddedCluster
 from taskcell.cluster.mapping import WorkerCapacity
-from taskcell.errors import ClusterError
+from taskcell.errors import ClusterError, Interrupted
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -30,14 +38,154 @@ if TYPE_CHECKING:
 WORKERS_TTL = 1.0
 #: How long one question to the scheduler may take before it counts as unanswered (seconds).
 ANSWER_TIMEOUT = 2.0
+#: How long the embedded cluster's workers may take to connect once its scheduler is up.
+WORKERS_START_TIMEOUT = 60.0
 
+_lock = threading.RLock()  # guards the module's state, never held while waiting on the cluster
 _chosen: str | None = None  # the address given with %task_cluster
-_client: Client | None = None
-_client_for: str | None = None  # the address _client was made for; None: the embedded cluster
-_embedded: EmbeddedCluster | None = None
+_client: Client | None = None  # taskcell's client of a chosen or configured address
+_client_for: str | None = None  # the address _client was made for
+_embedded: Embedded | None = None
 _workers: dict[str, tuple[float, list[WorkerCapacity]]] = {}
 _answered: dict[str, float] = {}  # client id -> when its scheduler last answered
+#: (client id, worker address) -> (the scheduler's last_seen of the worker, when it changed)
+_heard: dict[tuple[str, str], tuple[object, float]] = {}
 _registered: set[str] = set()
+
+#: Told, in a sentence, when a cell has to wait for the embedded cluster to start (the
+#: extension shows it under the cell).
+on_wait: Callable[[str], None] | None = None
+
+
+class Embedded:
+    """The embedded cluster, started and connected to in a thread of its own.
+
+    A cell waits for :meth:`client`; an interrupt ends the wait, not the start. :meth:`close`
+    stops it at any moment, its start included.
+    """
+
+    def __init__(self) -> None:
+        self.cluster: EmbeddedCluster | None = None
+        self.used = False  #: a cell ran on it
+        self._client: Client | None = None
+        self._error: Exception | None = None
+        self._closed = False
+        self._done = threading.Event()
+        threading.Thread(target=self._start, name="taskcell-embedded-start", daemon=True).start()
+
+    def _start(self) -> None:
+        client = None
+        try:
+            cluster = start_embedded()
+            with _lock:
+                self.cluster = cluster
+            if self._closed:
+                return
+            client = _connect(cluster.address())
+            try:
+                client.wait_for_workers(cluster.n_workers, timeout=WORKERS_START_TIMEOUT)
+            except (OSError, asyncio.TimeoutError, TimeoutError):
+                raise ClusterError(
+                    f"the embedded cluster's workers did not connect within "
+                    f"{WORKERS_START_TIMEOUT:g} s"
+                ) from None
+            with _lock:
+                self._client = client
+        except Exception as e:
+            self._error = e
+            for resource in (client, self.cluster):
+                if resource is not None:
+                    resource.close()
+        finally:
+            self._done.set()
+            if self._closed:
+                self.close()
+
+    def client(self) -> Client:
+        """The client of the started cluster, waiting for the start; the start's error."""
+        try:
+            if not self._done.is_set() and on_wait is not None:
+                on_wait("waiting for the embedded cluster to start on this machine")
+            self._done.wait()
+        except KeyboardInterrupt:
+            raise Interrupted(
+                "the embedded cluster was still starting; it goes on starting, and the next "
+                "cell uses it"
+            ) from None
+        if self._error is not None:
+            raise self._error
+        assert self._client is not None
+        return self._client
+
+    def usable(self) -> bool:
+        """Starting, or started and running; False once it failed, stopped or was closed."""
+        if self._closed:
+            return False
+        if not self._done.is_set():
+            return True
+        client, cluster = self._client, self.cluster
+        return (
+            client is not None and client.status == "running" and bool(cluster and cluster.alive())
+        )
+
+    def ready_client(self) -> Client | None:
+        """The client if the cluster is up now; never waits."""
+        return self._client if self._done.is_set() and self.usable() else None
+
+    def close(self) -> None:
+        with _lock:
+            self._closed = True
+            resources = (self._client, self.cluster)
+        for resource in resources:
+            if resource is not None:
+                with contextlib.suppress(OSError, asyncio.TimeoutError, TimeoutError):
+                    resource.close()
+
+
+def start_early() -> Embedded | None:
+    """Start the embedded cluster in the background if no cluster is configured or chosen
+    (``%load_ext`` calls this): the first cell then finds it up. None where it did not."""
+    with _lock:
+        if _chosen is None and not _configured_address() and not _user_client():
+            return _embedded_start()
+    return None
+
+
+def _configured_address() -> str | None:
+    return dask.config.get("scheduler-address", None)
+
+
+def _user_client() -> Client | None:
+    """The default client the user made, if any (without importing distributed for it)."""
+    import sys
+
+    if "distributed" not in sys.modules:
+        return None
+    from distributed.client import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def drop_unused() -> None:
+    """Stop an embedded cluster that started early but no cell used, where the user has since
+    chosen another cluster (``%task_cluster``, a Client, ``scheduler-address``)."""
+    global _embedded
+    with _lock:
+        embedded = _embedded
+        if embedded is None or embedded.used:
+            return
+        if _chosen is None and not _configured_address() and not _user_client():
+            return
+        _embedded = None
+    embedded.close()
+
+
+def settled() -> bool:
+    """Whether no embedded cluster started early waits unused (nothing for drop_unused)."""
+    return _embedded is None or _embedded.used
 
 
 def current_client() -> Client:
@@ -45,40 +193,55 @@ def current_client() -> Client:
 
     A cluster that was chosen (``%task_cluster``, or Dask's ``scheduler-address``) and went away
     is reconnected when it is back, and is an error naming it meanwhile: never a silent switch
-    to another cluster.
+    to another cluster. An interrupt while the embedded cluster starts is
+    :class:`~taskcell.errors.Interrupted`, in one line; the start goes on.
     """
     global _client, _client_for
-    from distributed.client import default_client
-
     if _chosen is None:
-        with contextlib.suppress(ValueError):
-            return _recorded(default_client())
-    address = _chosen or dask.config.get("scheduler-address", None)
-    if _client is not None and _client_for == address and _client.status == "running":
-        return _client
-    if _client is not None:
+        user = _user_client()
+        if user is not None:
+            drop_unused()
+            return _recorded(user)
+    address = _chosen or _configured_address()
+    if not address:
+        with _lock:
+            embedded = _embedded_start()
+        client = embedded.client()
+        embedded.used = True
+        return client
+    drop_unused()
+    with _lock:
+        if _client is not None and _client_for == address and _client.status == "running":
+            return _client
+        previous, _client = _client, None
+    if previous is not None:
         with contextlib.suppress(OSError, asyncio.TimeoutError, TimeoutError):
-            _client.close(timeout=ANSWER_TIMEOUT)
-        _client = None
-    _client = _connect(address) if address else _connect(_embedded_cluster().scheduler_address)
-    _client_for = address
-    return _client
+            previous.close(timeout=ANSWER_TIMEOUT)
+    client = _connect(address)
+    with _lock:
+        _client, _client_for = client, address
+    return client
 
 
 def existing_client() -> Client | None:
     """The client :func:`current_client` would give, if it is connected now; never connects."""
-    from distributed.client import default_client
-
     if _chosen is None:
-        with contextlib.suppress(ValueError):
-            return default_client()
-    return _client if _client is not None and _client.status == "running" else None
+        user = _user_client()
+        if user is not None:
+            return user
+    if _client is not None and _client.status == "running":
+        return _client
+    return _embedded.ready_client() if _embedded is not None else None
 
 
-def _embedded_cluster() -> EmbeddedCluster:
+def _embedded_start() -> Embedded:
+    """The embedded cluster, starting or started; a new start where there is none usable.
+    Called with ``_lock`` held."""
     global _embedded
-    if _embedded is None or not _embedded.alive():
-        _embedded = start_embedded()
+    if _embedded is None or not _embedded.usable():
+        if _embedded is not None:
+            _embedded.close()
+        _embedded = Embedded()
     return _embedded
 
 
@@ -101,32 +264,35 @@ def use_address(address: str) -> Client:
     unreachable address is an error and changes nothing."""
     global _chosen, _client, _client_for, _embedded
     client = _connect(address)
-    for previous in (_client, _embedded):  # the embedded cluster frees the machine
-        if previous is not None:
-            previous.close()
-    _chosen, _client, _client_for, _embedded = address, client, address, None
+    with _lock:
+        previous = (_client, _embedded)  # the embedded cluster frees the machine
+        _chosen, _client, _client_for, _embedded = address, client, address, None
+    for resource in previous:
+        if resource is not None:
+            resource.close()
     return client
 
 
 def _connect(address: str) -> Client:
     from distributed import Client
 
-    timeout = config.get("scheduler-timeout")
+    timeout = config.seconds("scheduler-timeout")
     try:
         client = Client(address, set_as_default=False, timeout=timeout)
     except (OSError, asyncio.TimeoutError, TimeoutError) as e:
         raise ClusterError(
-            f"cannot reach the scheduler at {address} within {timeout} ({e}); start it again, "
-            f"or choose another cluster with %task_cluster ADDRESS"
+            f"cannot reach the scheduler at {address} within {timeout:g} s ({e}); start it "
+            f"again, or choose another cluster with %task_cluster ADDRESS"
         ) from None
     _answered[client.id] = time.monotonic()
     return _recorded(client)
 
 
 def start_embedded() -> EmbeddedCluster:
-    """Start worker processes on this machine that advertise its cores, memory and GPUs."""
-    n = config.get("embedded-cluster.n-workers") or 1
-    threads = config.get("embedded-cluster.threads-per-worker")
+    """Start worker processes on this machine that advertise its cores, memory and GPUs
+    (returns at once; :meth:`EmbeddedCluster.address` waits for the scheduler)."""
+    n = config.count("embedded-cluster.n-workers") or 1
+    threads = config.count("embedded-cluster.threads-per-worker")
     shares = advertised_resources(detect_machine(), n)
     return EmbeddedCluster(
         {
@@ -143,18 +309,31 @@ def start_embedded() -> EmbeddedCluster:
 
 def live_workers(client: Client, refresh: bool = False) -> list[WorkerCapacity]:
     """The client's live workers, fetched at most once a :data:`WORKERS_TTL`; ClusterError if
-    the scheduler does not answer within :data:`ANSWER_TIMEOUT` (see :func:`silence`)."""
+    the scheduler does not answer within :data:`ANSWER_TIMEOUT` (see :func:`silence`).
+
+    A worker the scheduler has not heard from for ``taskcell.scheduler-timeout`` (its
+    ``last_seen`` unchanged that long, as this kernel sees it, whatever the two clocks say) is
+    not live: a network cut between it and the scheduler leaves it listed for minutes.
+    """
     fetched_at, workers = _workers.get(client.id, (0.0, []))
     if refresh or time.monotonic() - fetched_at > WORKERS_TTL:
         try:
             identity = client.sync(
                 client.scheduler.identity, n_workers=-1, callback_timeout=ANSWER_TIMEOUT
             )
-        except (OSError, asyncio.TimeoutError, TimeoutError) as e:
+        except (asyncio.TimeoutError, TimeoutError):
             raise ClusterError(
-                f"the scheduler at {client.scheduler.address} did not answer ({e!r})"
+                f"the scheduler at {client.scheduler.address} did not answer within "
+                f"{ANSWER_TIMEOUT:g} s"
             ) from None
-        _answered[client.id] = time.monotonic()
+        except OSError as e:
+            why = str(e) or type(e).__name__
+            raise ClusterError(
+                f"the scheduler at {client.scheduler.address} did not answer ({why})"
+            ) from None
+        now = time.monotonic()
+        _answered[client.id] = now
+        limit = config.seconds("scheduler-timeout")
         workers = [
             WorkerCapacity(
                 address=address,
@@ -164,9 +343,26 @@ def live_workers(client: Client, refresh: bool = False) -> list[WorkerCapacity]:
                 resources=dict(w.get("resources") or {}),
             )
             for address, w in identity["workers"].items()
+            if now - _heard_since(client.id, address, w.get("last_seen"), now) <= limit
         ]
-        _workers[client.id] = (time.monotonic(), workers)
+        _workers[client.id] = (now, workers)
     return workers
+
+
+def _heard_since(client_id: str, worker: str, last_seen: object, now: float) -> float:
+    """When (this kernel's clock) the scheduler's ``last_seen`` of ``worker`` last changed;
+    ``now`` where the scheduler does not say."""
+    key = (client_id, worker)
+    previous = _heard.get(key)
+    if last_seen is None or previous is None or previous[0] != last_seen:
+        _heard[key] = (last_seen, now)
+        return now
+    return previous[1]
+
+
+def forget_workers(client: Client) -> None:
+    """Drop the cached view of ``client``'s workers: the next look fetches them."""
+    _workers.pop(client.id, None)
 
 
 def silence(client: Client) -> float:
@@ -174,11 +370,39 @@ def silence(client: Client) -> float:
     return time.monotonic() - _answered.get(client.id, time.monotonic())
 
 
+def not_answering(client: Client, consequence: str) -> ClusterError | None:
+    """The error of a scheduler silent past ``taskcell.scheduler-timeout`` (None before):
+    ``the scheduler at ... has not answered for 12 s (taskcell.scheduler-timeout is 10 s);
+    nothing was submitted``, ``consequence`` last."""
+    quiet, limit = silence(client), config.seconds("scheduler-timeout")
+    if quiet <= limit:
+        return None
+    return ClusterError(
+        f"the scheduler at {client.scheduler.address} has not answered for {quiet:.0f} s "
+        f"(taskcell.scheduler-timeout is {limit:g} s); {consequence}"
+    )
+
+
+def answered_workers(client: Client, refresh: bool = False) -> list[WorkerCapacity]:
+    """:func:`live_workers`, asked again while the scheduler is silent for less than
+    ``taskcell.scheduler-timeout``; then the error :func:`not_answering` gives."""
+    while True:
+        try:
+            return live_workers(client, refresh)
+        except ClusterError:
+            error = not_answering(client, "nothing was submitted")
+            if error is not None:
+                raise error from None
+            time.sleep(0.2)  # a refused connection fails at once: do not spin
+
+
 def close() -> None:
     """Close taskcell's client and the embedded cluster, if it started one."""
     global _chosen, _client, _client_for, _embedded
-    for resource in (_client, _embedded):
+    with _lock:
+        resources = (_client, _embedded)
+        _chosen = _client = _client_for = _embedded = None
+    for resource in resources:
         if resource is not None:
             resource.close()
-    _chosen = _client = _client_for = _embedded = None
     _workers.clear()

@@ -4,7 +4,10 @@ The names come from :mod:`taskcell.cluster.names`. Two rules make hand-started w
 
 - A name is spelled the way live workers advertise it, matched without regard to case, so a
   request for ``GPU`` reaches a worker started with ``DASK_DISTRIBUTED__WORKER__RESOURCES__GPU=2``
-  (which Dask lower-cases to ``gpu``).
+  (which Dask lower-cases to ``gpu``). Where workers spell it differently (one ``GPU``,
+  another ``gpu``), the request takes taskcell's spelling if a worker uses it, else the one
+  most workers use, and :func:`aliases` says which workers must advertise that spelling too
+  (:mod:`taskcell.cluster.spellings` asks them to), since Dask matches names exactly.
 - ``cpu``, ``memory``, ``disk`` and ``shm`` are reserved as ``CPU``/``MEMORY``/``DISK``/``SHM``
   only when some live worker advertises that resource (``taskcell worker`` does; so does
   ``dask worker --resources "MEMORY=100e9"``). Otherwise Dask's own thread and memory
@@ -17,6 +20,7 @@ that does not advertise GPUs.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -70,9 +74,10 @@ def _accelerator(acc: GPU | TPU | Device | None) -> dict[str, float]:
 
 def dask_resources(request: Resources, workers: Iterable[WorkerCapacity]) -> dict[str, float]:
     """The ``resources=`` for ``client.submit``, spelled as the live ``workers`` advertise them."""
-    spelling = advertised_spellings(workers)
+    asked = wanted(request)
+    spelling = spellings(asked, workers)
     out: dict[str, float] = {}
-    for name, amount in wanted(request).items():
+    for name, amount in asked.items():
         advertised = spelling.get(name.casefold())
         if advertised is None and name in NATIVE:
             continue
@@ -80,6 +85,35 @@ def dask_resources(request: Resources, workers: Iterable[WorkerCapacity]) -> dic
     return out
 
 
-def advertised_spellings(workers: Iterable[WorkerCapacity]) -> dict[str, str]:
-    """Case-folded resource name -> the spelling live workers use for it."""
-    return {name.casefold(): name for w in workers for name in w.resources}
+def spellings(names: Iterable[str], workers: Iterable[WorkerCapacity]) -> dict[str, str]:
+    """Case-folded name -> the spelling to request it by, for each of ``names`` some worker
+    advertises: the name as given where a worker spells it so, else the most common spelling
+    (the first in sorted order among equals)."""
+    counts: dict[str, Counter[str]] = {}
+    for worker in workers:
+        for name in worker.resources:
+            counts.setdefault(name.casefold(), Counter())[name] += 1
+    out = {}
+    for name in names:
+        found = counts.get(name.casefold())
+        if found:
+            out[name.casefold()] = (
+                name if name in found else max(sorted(found), key=found.__getitem__)
+            )
+    return out
+
+
+def aliases(
+    resources: Mapping[str, float], workers: Iterable[WorkerCapacity]
+) -> dict[str, dict[str, float]]:
+    """Worker address -> the resources it must also advertise, spelled as ``resources`` asks,
+    for each it advertises only in another case (``gpu=1`` where ``GPU`` is asked): the same
+    amount under the asked spelling."""
+    out: dict[str, dict[str, float]] = {}
+    for worker in workers:
+        folded = {name.casefold(): name for name in worker.resources}
+        for name in resources:
+            own = folded.get(name.casefold())
+            if own is not None and name not in worker.resources:
+                out.setdefault(worker.address, {})[name] = float(worker.resources[own])
+    return out

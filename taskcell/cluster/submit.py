@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from taskcell import config
-from taskcell.cluster.connect import live_workers
+from taskcell.cluster.connect import answered_workers, forget_workers
 from taskcell.cluster.feasibility import check_feasible
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources
 from taskcell.cluster.pools import Pool, choose, configured_pools
 from taskcell.cluster.provision import claim, leaving
+from taskcell.cluster.spellings import align
 from taskcell.errors import InfeasibleError
-from taskcell.spec import PROFILES, Resources, check_limits
+from taskcell.spec import Resources, check_limits
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -40,23 +41,34 @@ def plan(request: Resources, client: Client) -> Placement:
     can run goes to the first pool whose workers can, with its resources spelled so that only
     such a worker runs it; the error, when no pool can either, says what each pool lacks.
     """
-    platform = config.get("platform")
-    if platform:
-        check_limits(request, PROFILES[platform])
+    platform = config.platform()
+    if platform is not None:
+        check_limits(request, platform)
     gone = leaving(client)  # retired by a pool, though a cached view may still list them
-    workers = [w for w in live_workers(client) if w.address not in gone]
+    workers = [w for w in answered_workers(client) if w.address not in gone]
     resources = dask_resources(request, workers)
     try:
-        able = check_feasible(request, resources, workers)
+        able = check_feasible(request, resources, _aligned(client, resources, workers))
     except InfeasibleError:
-        workers = [w for w in live_workers(client, refresh=True) if w.address not in gone]
+        workers = [w for w in answered_workers(client, refresh=True) if w.address not in gone]
         resources = dask_resources(request, workers)
         try:
-            able = check_feasible(request, resources, workers)
+            able = check_feasible(request, resources, _aligned(client, resources, workers))
         except InfeasibleError as e:
             pool = choose(request, workers, configured_pools(), e)
             return Placement(dask_resources(request, [*workers, pool.capacity()]), [], pool)
     return Placement(resources, able)
+
+
+def _aligned(
+    client: Client, resources: dict[str, float], workers: list[WorkerCapacity]
+) -> list[WorkerCapacity]:
+    """``workers``, each advertising ``resources`` as spelled there where it used another case
+    (see :mod:`taskcell.cluster.spellings`); the cached view is dropped when one changed."""
+    aligned = align(client, resources, workers)
+    if aligned != workers:
+        forget_workers(client)
+    return aligned
 
 
 def unique_key(name: str) -> str:

@@ -1,7 +1,16 @@
-"""The IPython extension: ``%load_ext taskcell`` registers ``%%task`` and its companions."""
+"""The IPython extension: ``%load_ext taskcell`` registers ``%%task`` and its companions.
+
+With no cluster configured, the embedded cluster starts in the background once the cell that
+loaded the extension has run (unless that cell chose a cluster: ``%task_cluster``, a
+``Client``), and the modules a ``%%task`` cell needs are imported meanwhile, so the first cell
+finds everything up. A cluster started so that no cell used is stopped when the user picks
+another (``taskcell.embedded-cluster.start-early: false`` turns this off).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 
@@ -10,3 +19,63 @@ def load_ipython_extension(shell: Any) -> None:
     from taskcell.kernel_magics.magics import TaskMagics
 
     shell.register_magics(TaskMagics(shell))
+    _EarlyStart(shell).watch()
+
+
+def _show(text: str) -> None:
+    """A line under the running cell: ``taskcell: waiting for ...``."""
+    from IPython.display import display
+
+    display({"text/plain": f"taskcell: {text}"}, raw=True)
+
+
+class _EarlyStart:
+    """Starts the embedded cluster after the loading cell, and drops it if it goes unused.
+
+    Its thread imports what a ``%%task`` cell needs while the cluster's process starts. The
+    next cell waits for those imports: two threads importing one package at once can deadlock
+    on the package's circular imports (Python's ``_DeadlockError``).
+    """
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.thread: threading.Thread | None = None
+        self.imported = threading.Event()
+
+    def watch(self) -> None:
+        self.shell.events.register("post_run_cell", self.after_cell)
+
+    def after_cell(self, result: Any = None) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self.start, name="taskcell-early", daemon=True)
+            self.thread.start()
+            self.shell.events.register("pre_run_cell", self.before_cell)
+            return
+        if self.thread.is_alive():
+            return
+        from taskcell.cluster import connect
+
+        connect.drop_unused()
+        if connect.settled():
+            self.shell.events.unregister("post_run_cell", self.after_cell)
+
+    def before_cell(self, info: Any = None) -> None:
+        with contextlib.suppress(KeyboardInterrupt):  # the cell runs regardless
+            self.imported.wait()
+        if self.imported.is_set():
+            self.shell.events.unregister("pre_run_cell", self.before_cell)
+
+    def start(self) -> None:
+        try:
+            from taskcell import config
+            from taskcell.cluster import connect
+
+            connect.on_wait = _show
+            if config.get("embedded-cluster.start-early") and connect.start_early():
+                # What a %%task cell imports, while the cluster's process starts.
+                import distributed  # noqa: F401
+
+                import taskcell.runner.cell_task
+                import taskcell.runner.execution  # noqa: F401
+        finally:
+            self.imported.set()

@@ -82,6 +82,89 @@ def test_interrupt_on_the_embedded_cluster_stops_only_the_cell(embedded_kernel):
     assert kernel.value("after") == "ran"
 
 
+def embedded_clusters(kernel: KernelSession) -> list:
+    """The kernel's embedded cluster processes (psutil.Process), however many there are."""
+    import psutil
+
+    kernel_process = psutil.Process(kernel.manager.provisioner.process.pid)
+    return [
+        p
+        for p in kernel_process.children(recursive=True)
+        if "taskcell.cluster.embedded" in " ".join(p.cmdline())
+    ]
+
+
+def wait_for_display(kernel: KernelSession, msg_id: str, text: str, timeout: float = 60) -> None:
+    """Read the execution's output until a display shows ``text``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = kernel.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        kernel.log.append(msg)
+        ours = msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "display_data"
+        if ours and text in msg["content"]["data"].get("text/plain", ""):
+            return
+
+
+@pytest.fixture
+def held_start(tmp_path):
+    """A Dask scheduler preload that holds the embedded cluster's start until the test opens
+    the gate: ``(environment, gate)``."""
+    gate = tmp_path / "gate"
+    hold = tmp_path / "hold.py"
+    hold.write_text(
+        cell(f"""
+        import pathlib, time
+        def dask_setup(scheduler):
+            while not pathlib.Path({str(gate)!r}).exists():
+                time.sleep(0.05)
+    """)
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    env |= {
+        "DASK_TASKCELL__EMBEDDED_CLUSTER__N_WORKERS": "1",
+        "DASK_DISTRIBUTED__SCHEDULER__PRELOAD": str(hold),
+    }
+    try:
+        yield env, gate
+    finally:
+        gate.touch()
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["started-on-load", "started-by-the-cell"])
+def test_an_interrupt_while_the_embedded_cluster_starts_ends_the_cell_in_one_line(
+    held_start, early
+):
+    env, gate = held_start
+    env |= {"DASK_TASKCELL__EMBEDDED_CLUSTER__START_EARLY": str(early)}
+    kernel = KernelSession(env=env)
+    try:
+        assert kernel.run("%load_ext taskcell\nx = 'before'").status == "ok"
+        msg_id = kernel.start("%%task\nx = 'after'")
+        # Shown from within the wait, which the held start cannot end.
+        wait_for_display(kernel, msg_id, "waiting for the embedded cluster to start")
+        kernel.manager.interrupt_kernel()
+        out = kernel.wait(msg_id)
+        error = out.of_type("error")[0]["content"]
+        assert error["ename"] == "KeyboardInterrupt"
+        assert error["traceback"] == [
+            "KeyboardInterrupt: the embedded cluster was still starting; it goes on starting, "
+            "and the next cell uses it"
+        ]
+        assert kernel.value("x") == "before"
+        wait_until(lambda: embedded_clusters(kernel), "the start to go on")
+        [cluster] = embedded_clusters(kernel)
+
+        gate.touch()
+        out = kernel.run("%%task\nx = 'after'")
+        assert out.status == "ok", out.error_text
+        assert kernel.value("x") == "after"
+        assert embedded_clusters(kernel) == [cluster]
+        assert "(1 workers)" in kernel.value("get_ipython().run_line_magic('task_cluster', '')")
+    finally:
+        kernel.stop()
+    wait_until(lambda: not cluster.is_running(), "the embedded cluster to end with its kernel")
+
+
 def test_a_chosen_cluster_that_goes_away_is_named_and_used_again_when_back(dask_processes):
     dask_processes.worker(name="first")
     kernel = connected_kernel(dask_processes.address)

@@ -1,0 +1,134 @@
+"""The embedded cluster's inside (see :mod:`taskcell.cluster.embedded`): its ``SpecCluster``,
+whose one worker runs in its process and whose several workers are :class:`EmbeddedWorker`
+processes (``python -m taskcell.cluster.embedded_worker ADDRESS SPEC``).
+
+A worker process imports Dask, waits for the scheduler's port to open, and serves. Its
+:class:`EmbeddedWorker` starts it again when it exits, as a nanny would, unless it did not live
+:data:`RESTART_AFTER` seconds (it would only fail again). The Jupyter server scales the cluster
+by copying a worker's spec (``taskcell.extension.control_plugin``), which starts one more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from distributed.core import Status
+from distributed.deploy.spec import ProcessInterface
+
+from taskcell.cluster.embedded import NAME, spawn_worker
+
+#: Seconds a worker process waits for the scheduler's port before giving up.
+PORT_WAIT = 60.0
+#: A worker process that exits after running at least this long is started again (seconds).
+RESTART_AFTER = 5.0
+#: Seconds a worker process gets to exit after SIGTERM before it is killed.
+STOP_GRACE = 5.0
+
+#: Worker processes started before the cluster, by name, until their EmbeddedWorker adopts them.
+_started: dict[str, subprocess.Popen[bytes]] = {}
+
+
+class EmbeddedWorker(ProcessInterface):
+    """One worker process of the embedded cluster, as ``SpecCluster`` starts and stops it."""
+
+    def __init__(self, scheduler: str, name: str, **options: Any) -> None:
+        super().__init__(scheduler, name)
+        self.scheduler_address, self.name, self.options = scheduler, name, options
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._keeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Adopt the process started for this worker before the cluster, or start one; it
+        connects on its own."""
+        self.proc = _started.pop(self.name, None) or self._spawn()
+        self._keeper = asyncio.ensure_future(self._keep())
+        await super().start()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return spawn_worker(self.scheduler_address, self.name, self.options)
+
+    async def _keep(self) -> None:
+        started = time.monotonic()
+        while self.proc is not None:
+            await asyncio.to_thread(self.proc.wait)
+            if self.status == Status.closed or time.monotonic() - started < RESTART_AFTER:
+                return
+            started = time.monotonic()
+            self.proc = self._spawn()
+
+    async def close(self) -> None:
+        """SIGTERM, then SIGKILL after :data:`STOP_GRACE` seconds."""
+        if self._keeper is not None:
+            self._keeper.cancel()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                await asyncio.to_thread(proc.wait, STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        await super().close()
+
+
+async def run_cluster(
+    port: int, workers: dict[str, dict[str, Any]], started: dict[str, subprocess.Popen[bytes]]
+) -> None:
+    """Serve the cluster on ``port`` until stdin closes, adopting the ``started`` worker
+    processes; a worker not started runs in this process."""
+    from distributed import Scheduler, SpecCluster, Worker
+
+    _started.update(started)
+    specs: dict[str, dict[str, Any]] = {
+        name: {"cls": EmbeddedWorker, "options": dict(o)} for name, o in workers.items()
+    }
+    for name in set(workers) - set(started):
+        options = {k: v for k, v in workers[name].items() if k != "env"}
+        specs[name] = {"cls": Worker, "options": {**options, "dashboard": False}}
+    started.clear()
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"host": "127.0.0.1", "port": port, "dashboard_address": "127.0.0.1:0"},
+    }
+    async with SpecCluster(
+        workers=specs,
+        scheduler=scheduler,
+        name=NAME,
+        asynchronous=True,
+        silence_logs=logging.CRITICAL,
+    ) as cluster:
+        print(json.dumps({"address": cluster.scheduler_address}), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.buffer.read)
+
+
+def _wait_for_port(address: str) -> None:
+    host, _, port = address.removeprefix("tcp://").rpartition(":")
+    deadline = time.monotonic() + PORT_WAIT
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                sys.exit(f"taskcell: no scheduler at {address} after {PORT_WAIT:g} s")
+            time.sleep(0.01)
+
+
+async def _serve(address: str, options: dict[str, Any]) -> None:
+    from distributed import Worker
+
+    kwargs = {k: v for k, v in options.items() if k != "env"}
+    async with Worker(address, dashboard=False, **kwargs) as worker:
+        await worker.finished()
+
+
+if __name__ == "__main__":
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    _wait_for_port(sys.argv[1])
+    asyncio.run(_serve(sys.argv[1], json.loads(sys.argv[2])))
