@@ -18,6 +18,7 @@ library the notebook does not use.
 
 from __future__ import annotations
 
+import functools
 import pickle
 import sys
 import warnings
@@ -163,29 +164,46 @@ def _inline_set(state: Any) -> None:
 
 
 def _pandas_options() -> dict[str, Any]:
-    """pandas' options (deprecated ones aside: they warn when read), with their defaults."""
+    """pandas' options now, read from its own store (``get_option`` one by one is 10x slower),
+    deprecated ones aside (they warn when set)."""
     from pandas._config import config
-
-    deprecated = config._deprecated_options
-    return {k: o.defval for k, o in config._registered_options.items() if k not in deprecated}
-
-
-def _pandas_get() -> Any:
-    import pandas
 
     return {
         key: value
-        for key, default in _pandas_options().items()
-        if _differs(value := pandas.get_option(key), default)
+        for key, value in _flattened(config._global_config).items()
+        if key not in config._deprecated_options
     }
+
+
+def _flattened(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flattened(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
+@functools.cache
+def _pandas_defaults() -> dict[str, Any]:
+    from pandas._config import config
+
+    return {key: option.defval for key, option in config._registered_options.items()}
+
+
+def _pandas_get() -> Any:
+    defaults = _pandas_defaults()
+    return {k: v for k, v in _pandas_options().items() if _differs(v, defaults.get(k))}
 
 
 def _pandas_set(state: Any) -> None:
     import pandas
 
-    for key, default in _pandas_options().items():
-        wanted = state.get(key, default)
-        if _differs(pandas.get_option(key), wanted):
+    defaults = _pandas_defaults()
+    for key, value in _pandas_options().items():
+        wanted = state.get(key, defaults.get(key))
+        if _differs(value, wanted):
             pandas.set_option(key, wanted)
 
 
