@@ -37,6 +37,18 @@ class ClusterError(_StatedError, RuntimeError):
     """The cluster cannot be reached, or a worker died under a task."""
 
 
+def worker_lost(worker: str, retries: int) -> ClusterError:
+    """The one wording of a worker lost under a cell, whoever sees it first: the kernel (the
+    worker left, or the scheduler stopped hearing from it) or the worker Dask gave the cell to
+    next (past ``--retries``)."""
+    again = f"It was retried {retries} time(s). " if retries else ""
+    return ClusterError(
+        f"worker {worker} died while running this cell, or the scheduler stopped hearing from "
+        f"it; nothing was written back. {again}Use --retries N to run it again on another "
+        f"worker when a worker dies."
+    )
+
+
 class InputError(_StatedError, ValueError):
     """An input of a ``%%task`` cell cannot travel to its worker; the message names it."""
 
