@@ -58,7 +58,7 @@ def futures_in(values: Iterable[Any]) -> list[Any]:
     return [f for value in values for f in futures_of(value)]
 
 
-def adopt(cell_client: Any, values: Iterable[Any]) -> bool:
+def bind_futures(cell_client: Any, values: Iterable[Any]) -> bool:
     """Bind the futures the notebook sent to this process's client; whether there were any."""
     futures = futures_in(values)
     for future in futures:

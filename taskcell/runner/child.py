@@ -16,9 +16,11 @@ type_name)``, ``("input-error", message)`` or ``("interrupted",)``.
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import ctypes
 import dataclasses
+import inspect
 import io
 import linecache
 import os
@@ -29,7 +31,6 @@ import sys
 import threading
 import time
 import traceback
-import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +39,7 @@ import cloudpickle
 from taskcell.runner import cell_dask, process_state
 from taskcell.runner.cell_shell import cell_shell
 from taskcell.runner.changes import InputSnapshot, Written
+from taskcell.runner.closure import adopt
 from taskcell.runner.gpu_usage import gpu_peak
 from taskcell.runner.job import CellJob, CellResult, PickledInputs, Shown, Usage
 from taskcell.runner.peak_memory import PeakMemory
@@ -161,31 +163,17 @@ def _compile(job: CellJob) -> tuple[Any, Any]:
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body[-1].value)
         del tree.body[-1]
-    body = compile(tree, job.filename, "exec")
-    return body, (compile(last, job.filename, "eval") if last is not None else None)
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # as IPython allows ``await`` in a cell
+    body = compile(tree, job.filename, "exec", flags=flags)
+    return body, (compile(last, job.filename, "eval", flags=flags) if last is not None else None)
 
 
-def _adopt(namespace: dict[str, Any], inputs: dict[str, Any]) -> None:
-    """Make the notebook's functions and methods read the cell's namespace as their globals,
-    as they read the notebook's at home (cloudpickle gave each a private copy, or none)."""
-
-    def rebound(f: Any) -> Any:
-        if not isinstance(f, types.FunctionType) or f.__module__ != "__main__":
-            return f
-        clone = types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
-        clone.__kwdefaults__, clone.__qualname__ = f.__kwdefaults__, f.__qualname__
-        clone.__doc__, clone.__dict__ = f.__doc__, f.__dict__
-        return clone
-
-    for name, value in inputs.items():
-        if isinstance(value, type) and value.__module__ == "__main__":
-            for attr, member in list(vars(value).items()):
-                if isinstance(member, (staticmethod, classmethod)):
-                    setattr(value, attr, type(member)(rebound(member.__func__)))
-                elif isinstance(member, types.FunctionType):
-                    setattr(value, attr, rebound(member))
-        else:
-            namespace[name] = rebound(value)
+def _evaluated(code: Any, namespace: dict[str, Any]) -> Any:
+    """``code`` run in ``namespace``, its top-level ``await`` in an event loop of its own."""
+    value = eval(code, namespace)
+    if code.co_flags & inspect.CO_COROUTINE:
+        value = asyncio.run(value)
+    return value
 
 
 class InputError(Exception):
@@ -217,6 +205,7 @@ def _inputs(job: CellJob) -> dict[str, Any]:
 
 def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     """Execute one cell; the reply tuple described in the module docstring."""
+    process_state.apply(job.state)  # sys.path first: the inputs may need it to load
     dask_client = cell_dask.client(lambda: outbox.send(("secede",))) if job.uses_dask else None
     try:
         inputs = _inputs(job)
@@ -224,11 +213,10 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
         return ("input-error", str(e))
     if dask_client is not None:
         inputs.update(dict.fromkeys(job.clients, dask_client))
-        if cell_dask.adopt(dask_client, inputs.values()):
+        if cell_dask.bind_futures(dask_client, inputs.values()):
             outbox.send(("secede",))  # the cell may wait on the notebook's futures
-    namespace: dict[str, Any] = {"__name__": "__main__", **inputs}
-    _adopt(namespace, inputs)
-    process_state.apply(job.state)
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    adopt(namespace, inputs)
     snapshot = InputSnapshot(inputs, written)
     environ = dict(os.environ)
     memory = PeakMemory()
@@ -241,8 +229,8 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     try:
         body, last = _compile(job)
         with cell_shell(namespace, outbox.send) as shell, _interruptible():
-            exec(body, namespace)
-            value = eval(last, namespace) if last is not None else None
+            _evaluated(body, namespace)
+            value = _evaluated(last, namespace) if last is not None else None
             if "matplotlib.pyplot" in sys.modules:
                 _flush_figures(shell)
     except KeyboardInterrupt:

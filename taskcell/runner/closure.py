@@ -1,14 +1,17 @@
-"""The globals a notebook-defined function needs, read from its byte code at run time.
+"""The globals a notebook-defined function needs, read from its byte code at run time, and
+where it finds them once it has travelled.
 
 The static cell analysis (:mod:`taskcell.runner.analysis`) says which names a cell reads; a
-function the cell calls may read more notebook globals, and those must travel with it.
+function the cell calls may read more notebook globals, and those must travel with it. Pickled
+by value, a notebook function arrives with a private copy of its globals (or none):
+:func:`adopt` makes it read a namespace's instead, as it read the notebook's at home.
 """
 
 from __future__ import annotations
 
 import dis
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
 _GLOBAL_READS = frozenset(
@@ -123,3 +126,27 @@ def function_globals(func: types.FunctionType, namespace: Mapping[str, Any]) -> 
                 if is_notebook_defined(value, namespace):
                     stack.append(value)
     return frozenset(found)
+
+
+def adopt(namespace: MutableMapping[str, Any], values: Mapping[str, Any]) -> None:
+    """Bind ``values`` in ``namespace``, each notebook function (and each method of a notebook
+    class) reading ``namespace`` as its globals where it is a dict, as Python needs."""
+
+    def rebound(f: Any) -> Any:
+        if not isinstance(f, types.FunctionType) or f.__module__ != "__main__":
+            return f
+        if not isinstance(namespace, dict):
+            return f
+        clone = types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
+        clone.__kwdefaults__, clone.__qualname__ = f.__kwdefaults__, f.__qualname__
+        clone.__doc__, clone.__dict__ = f.__doc__, f.__dict__
+        return clone
+
+    for name, value in values.items():
+        if isinstance(value, type) and value.__module__ == "__main__":
+            for attr, member in list(vars(value).items()):
+                if isinstance(member, (staticmethod, classmethod)):
+                    setattr(value, attr, type(member)(rebound(member.__func__)))
+                elif isinstance(member, types.FunctionType):
+                    setattr(value, attr, rebound(member))
+        namespace[name] = rebound(value)

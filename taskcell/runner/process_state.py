@@ -19,6 +19,7 @@ library the notebook does not use.
 from __future__ import annotations
 
 import functools
+import logging
 import pickle
 import sys
 import warnings
@@ -43,20 +44,30 @@ class Carrier:
         Returns the state, a picklable value.
     set
         Sets the state from what ``get`` returned (in another process).
+    returns
+        Whether a change the cell makes comes back to the notebook (``sys.path`` does not: the
+        cell's process has paths of its own).
     """
 
     name: str
     module: str
     get: Callable[[], Any]
     set: Callable[[Any], None]
+    returns: bool = True
 
 
 _CARRIERS: dict[str, Carrier] = {}
 
 
-def register(name: str, module: str, get: Callable[[], Any], set: Callable[[Any], None]) -> None:
+def register(
+    name: str,
+    module: str,
+    get: Callable[[], Any],
+    set: Callable[[Any], None],
+    returns: bool = True,
+) -> None:
     """Carry one more piece of process-wide state with every ``%%task`` cell (see above)."""
-    _CARRIERS[name] = Carrier(name, module, get, set)
+    _CARRIERS[name] = Carrier(name, module, get, set, returns)
 
 
 State = list[tuple[Carrier, Any]]
@@ -80,8 +91,9 @@ def changed(before: State) -> State:
     """The states that differ from ``before`` now (a carrier's module newly imported too),
     of the carriers in ``before`` (another process's own among them) and those registered."""
     carriers = {**_CARRIERS, **{carrier.name: carrier for carrier, _ in before}}
+    returning = [c for c in carriers.values() if c.returns]
     sent = {carrier.name: _bytes(value) for carrier, value in before}
-    return [(c, v) for c, v in capture(list(carriers.values())) if sent.get(c.name) != _bytes(v)]
+    return [(c, v) for c, v in capture(returning) if sent.get(c.name) != _bytes(v)]
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -219,6 +231,80 @@ def _sklearn_set(state: Any) -> None:
     sklearn.set_config(**state)
 
 
+def _printoptions_get() -> Any:
+    import numpy
+
+    return numpy.get_printoptions()
+
+
+def _printoptions_set(state: Any) -> None:
+    import numpy
+
+    numpy.set_printoptions(**state)
+
+
+def _logging_get() -> Any:
+    """The root logger's level and its handlers that print to the cell (``basicConfig``)."""
+    root = logging.getLogger()
+    printing = []
+    for handler in root.handlers:
+        stream = _printed_to(handler)
+        if stream is not None:
+            formatter = handler.formatter
+            fmt = (formatter._fmt, formatter.datefmt) if formatter else (None, None)
+            printing.append((stream, handler.level, *fmt))
+    return {"level": root.level, "handlers": printing}
+
+
+def _printed_to(handler: Any) -> str | None:
+    if not isinstance(handler, logging.StreamHandler):
+        return None
+    if isinstance(handler, _StdHandler):
+        return handler.name_of_stream
+    stream = handler.__dict__.get("stream")
+    return next((n for n in ("stdout", "stderr") if stream is getattr(sys, n)), None)
+
+
+def _logging_set(state: Any) -> None:
+    root = logging.getLogger()
+    root.setLevel(state["level"])
+    for handler in [h for h in root.handlers if _printed_to(h) is not None]:
+        root.removeHandler(handler)
+    for stream, level, fmt, datefmt in state["handlers"]:
+        handler = _StdHandler(stream)
+        handler.setLevel(level)
+        handler.setFormatter(logging.Formatter(fmt, datefmt))
+        root.addHandler(handler)
+
+
+class _StdHandler(logging.StreamHandler):
+    """Prints to ``sys.stdout`` or ``sys.stderr`` as they are when a record comes: a cell's own
+    streams, in a cell's process."""
+
+    def __init__(self, name_of_stream: str) -> None:
+        super().__init__()
+        self.name_of_stream = name_of_stream
+
+    @property
+    def stream(self) -> Any:
+        return getattr(sys, self.name_of_stream)
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _syspath_get() -> Any:
+    import os
+
+    return [p or os.getcwd() for p in sys.path]
+
+
+def _syspath_set(state: Any) -> None:
+    missing = [p for p in state if p not in sys.path]
+    sys.path[:0] = missing
+
+
 def _warnings_get() -> Any:
     return list(warnings.filters)
 
@@ -228,7 +314,10 @@ def _warnings_set(state: Any) -> None:
     warnings._filters_mutated()  # type: ignore[attr-defined]
 
 
+register("sys.path", "sys", _syspath_get, _syspath_set, returns=False)
 register("random", "random", _random_get, _random_set)
+register("numpy print options", "numpy", _printoptions_get, _printoptions_set)
+register("logging", "logging", _logging_get, _logging_set)
 register("numpy.random", "numpy", _numpy_get, _numpy_set)
 register("matplotlib", "matplotlib", _matplotlib_get, _matplotlib_set)
 register("inline figures", "matplotlib_inline.config", _inline_get, _inline_set)

@@ -2,7 +2,8 @@
 
 Only a cell that succeeded is applied, and then all of it: the inputs it changed in place take
 their new state, keeping their identity (:mod:`taskcell.runner.inplace`); the names it bound are
-bound, to the notebook's own objects where the cell bound an input's (``y = x``); the names it
+bound, to the notebook's own objects where the cell bound an input's (``y = x``), the functions
+and classes it defined reading the notebook's globals from now on; the names it
 deleted go; process-wide state it changed (a random generator that moved on, an option it set,
 an environment variable) is set here. What could not come back is named in a note, never
 silently dropped.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from taskcell.runner import inplace, process_state
+from taskcell.runner.closure import adopt
 from taskcell.runner.job import CellResult
 
 if TYPE_CHECKING:
@@ -60,9 +62,7 @@ def write_back(
                 f"could not take the change: {', '.join(others)} still "
                 f"{'holds' if len(others) == 1 else 'hold'} the value from before"
             )
-    for name, value in result.outputs.items():
-        if may_bind(name):
-            namespace[name] = value
+    adopt(namespace, {n: v for n, v in result.outputs.items() if may_bind(n)})
     for name, source in result.aliases.items():
         if may_bind(name):
             namespace[name] = sent.objects[source]

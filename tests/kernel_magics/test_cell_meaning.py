@@ -225,3 +225,34 @@ def test_a_cell_waiting_on_its_own_graph_on_a_one_thread_worker(dask_processes, 
     )
     assert out.status == "ok", out.error_text
     assert out.result == "30"
+
+
+def test_a_function_a_task_cell_defines_reads_the_notebooks_globals_later(nb):
+    out = nb.run("%%task\ndef scaled(x):\n    return x * factor")
+    assert out.status == "ok", out.error_text
+    nb.run("factor = 3")
+    assert nb.value("scaled(2)") == 6
+
+
+def test_top_level_await_runs_as_in_a_kernel(nb):
+    out = nb.run("%%task\nimport asyncio\nawait asyncio.sleep(0)\nslept = 'yes'\nslept")
+    assert out.status == "ok", out.error_text
+    assert out.result == "'yes'"
+
+
+def test_logging_set_up_in_the_notebook_prints_in_the_cell(nb):
+    nb.run(
+        "import logging\n"
+        "logging.basicConfig(level=logging.INFO, format='%(levelname)s %(message)s', force=True)"
+    )
+    out = nb.run("%%task\nimport logging\nlogging.getLogger('work').info('step done')")
+    assert out.status == "ok", out.error_text
+    assert "INFO step done" in out.stderr
+
+
+def test_a_module_beside_the_notebook_imports_in_the_cell(nb, tmp_path):
+    (tmp_path / "helpers_here.py").write_text("def twice(x):\n    return 2 * x\n")
+    nb.run(f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\nimport helpers_here")
+    out = nb.run("%%task\ndoubled = helpers_here.twice(21)")
+    assert out.status == "ok", out.error_text
+    assert nb.value("doubled") == 42

@@ -71,3 +71,48 @@ def test_a_carrier_from_another_process_is_compared_too():
     assert all(c.name != "box" for c, _ in process_state.changed(sent))
     box["level"] = 2
     assert (carrier, 2) in process_state.changed(sent)
+
+
+def test_logging_set_up_by_basicconfig_prints_where_the_cell_prints(restore, capsys):
+    import logging
+    import sys
+
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    try:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s|%(message)s"))
+        root.handlers[:] = [handler]
+        root.setLevel(logging.INFO)
+        sent = process_state.capture()
+        root.handlers[:] = []
+        root.setLevel(logging.WARNING)
+        process_state.apply(sent)  # as the cell's process does, its own streams in place
+        logging.getLogger("cell").info("from the cell")
+        assert "INFO|from the cell" in capsys.readouterr().err
+        assert all(c.name != "logging" for c, _ in process_state.changed(sent))
+    finally:
+        root.setLevel(saved[0])
+        root.handlers[:] = saved[1]
+
+
+def test_numpy_print_options_travel(restore):
+    with np.printoptions(precision=2):
+        sent = process_state.capture()
+    process_state.apply(sent)
+    try:
+        assert repr(np.array([1 / 3])) == "array([0.33])"
+    finally:
+        np.set_printoptions(precision=8)
+
+
+def test_the_notebooks_import_paths_go_in_and_not_back(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
+    sent = process_state.capture()
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path)])
+    process_state.apply(sent)
+    assert str(tmp_path) in sys.path
+    sys.path.append("/somewhere/of/the/cells/own")
+    assert all(c.name != "sys.path" for c, _ in process_state.changed(sent))
