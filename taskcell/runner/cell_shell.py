@@ -12,6 +12,7 @@ run through it exactly as in the notebook's kernel; what it displays, ``display(
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,7 +20,8 @@ from typing import Any
 Send = Callable[[tuple], None]
 
 
-def _publisher(send: Send) -> Any:
+@functools.cache
+def _publisher_class() -> type:
     from IPython.core.displaypub import DisplayPublisher
 
     class CellPublisher(DisplayPublisher):
@@ -27,6 +29,10 @@ def _publisher(send: Send) -> Any:
         once ``after_cell`` is set, marked to be shown after the cell's ``Out[]``."""
 
         after_cell = False
+
+        def __init__(self, send: Send) -> None:
+            super().__init__()
+            self._send = send
 
         def publish(
             self,
@@ -45,12 +51,12 @@ def _publisher(send: Send) -> Any:
                 event["update"] = True
             if self.after_cell:
                 event["after_cell"] = True
-            send(("display", event))
+            self._send(("display", event))
 
         def clear_output(self, wait: bool = False) -> None:
-            send(("clear", wait))
+            self._send(("clear", wait))
 
-    return CellPublisher()
+    return CellPublisher
 
 
 _shell: Any = None
@@ -75,6 +81,6 @@ def cell_shell(namespace: dict[str, Any], send: Send) -> Iterator[Any]:
     shell = _the_shell()
     shell.user_module, shell.user_ns = shell.prepare_user_module(user_ns=namespace)
     shell.ns_table.update(user_global=namespace, user_local=namespace)
-    shell.display_pub = _publisher(send)
+    shell.display_pub = _publisher_class()(send)
     with shell.builtin_trap:
         yield shell

@@ -218,7 +218,7 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     namespace: dict[str, Any] = {"__name__": "__main__"}
     adopt(namespace, inputs)
     snapshot = InputSnapshot(inputs, written)
-    environ = dict(os.environ)
+    environ = _environ()
     memory = PeakMemory()
     memory.start()
     gpu = gpu_peak()
@@ -249,14 +249,24 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     return ("done", dataclasses.replace(result, environ=environ_changes))
 
 
-def _restored_environ(before: dict[str, str]) -> dict[str, str | None]:
+def _environ() -> dict[bytes, bytes]:
+    """The environment variables as the OS holds them: copied without decoding, per cell."""
+    return dict(os.environ._data)  # type: ignore[attr-defined]
+
+
+def _restored_environ(before: dict[bytes, bytes]) -> dict[str, str | None]:
     """What the cell did to the environment variables (None: unset), undone here: they are
     the notebook's to keep, and this process runs other cells next."""
-    changes: dict[str, str | None] = {k: v for k, v in os.environ.items() if before.get(k) != v}
-    changes.update(dict.fromkeys(before.keys() - os.environ.keys()))
-    if changes:
-        os.environ.clear()
-        os.environ.update(before)
+    now = _environ()
+    if now == before:
+        return {}
+    decode = os.fsdecode
+    changes: dict[str, str | None] = {
+        decode(k): decode(v) for k, v in now.items() if before.get(k) != v
+    }
+    changes.update(dict.fromkeys(decode(k) for k in before.keys() - now.keys()))
+    os.environ.clear()
+    os.environ.update({decode(k): decode(v) for k, v in before.items()})
     return changes
 
 

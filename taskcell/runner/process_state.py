@@ -92,8 +92,10 @@ def changed(before: State) -> State:
     of the carriers in ``before`` (another process's own among them) and those registered."""
     carriers = {**_CARRIERS, **{carrier.name: carrier for carrier, _ in before}}
     returning = [c for c in carriers.values() if c.returns]
-    sent = {carrier.name: _bytes(value) for carrier, value in before}
-    return [(c, v) for c, v in capture(returning) if sent.get(c.name) != _bytes(v)]
+    sent = {carrier.name: value for carrier, value in before}
+    return [
+        (c, v) for c, v in capture(returning) if c.name not in sent or _differs(v, sent[c.name])
+    ]
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -149,7 +151,7 @@ def _differs(a: Any, b: Any) -> bool:
     try:
         return bool(a != b)
     except Exception:  # arrays and the like: compare what they pickle to
-        return _bytes(a) != _bytes(b)
+        return _bytes(a) != _bytes(b) or _bytes(a) is None
 
 
 def _matplotlib_set(state: Any) -> None:
