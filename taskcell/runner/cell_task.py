@@ -236,6 +236,8 @@ def _quiet_distributed() -> Iterator[None]:
     loggers = [
         logging.getLogger(n)
         for n in (
+            "distributed",
+            "distributed.comm.utils",
             "distributed.protocol.pickle",
             "distributed.protocol.core",
             "distributed.protocol.serialize",
@@ -271,7 +273,8 @@ def _pickled(values: dict[str, Any]) -> PickledInputs:
 
 
 def _cannot_travel(name: str, value: Any, error: Exception) -> InputError:
-    detail = str(error) or type(error).__name__
+    first = error.args[0] if error.args else None
+    detail = first if isinstance(first, str) and first else str(error) or type(error).__name__
     return InputError(
         f"input {name!r} ({type(value).__name__}) cannot be sent to a worker: {detail}. "
         f"Create it inside the %%task cell instead."

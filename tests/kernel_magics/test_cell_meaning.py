@@ -256,3 +256,12 @@ def test_a_module_beside_the_notebook_imports_in_the_cell(nb, tmp_path):
     out = nb.run("%%task\ndoubled = helpers_here.twice(21)")
     assert out.status == "ok", out.error_text
     assert nb.value("doubled") == 42
+
+
+def test_a_large_input_that_cannot_travel_is_one_line_and_no_log(nb):
+    nb.run("import threading\nheavy = [bytes(2**21), threading.Lock()]")
+    out = nb.run("%%task\nn = len(heavy)")
+    assert out.status == "error"
+    assert "input 'heavy' (list) cannot be sent to a worker" in out.error_text
+    assert "Could not serialize object of type lock." in out.error_text
+    assert out.stderr == "" and out.stdout == ""
