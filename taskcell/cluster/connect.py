@@ -26,8 +26,7 @@ import dask.config
 
 from taskcell import config
 from taskcell.cluster import provision, registry
-from taskcell.cluster.detect import advertised_resources, detect_machine
-from taskcell.cluster.embedded import EmbeddedCluster
+from taskcell.cluster.embedded import EmbeddedCluster, worker_specs
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.errors import ClusterError, Interrupted
 
@@ -64,8 +63,9 @@ class Embedded:
     stops it at any moment, its start included.
     """
 
-    def __init__(self) -> None:
-        self.cluster: EmbeddedCluster | None = None
+    def __init__(self, cluster: EmbeddedCluster | None = None) -> None:
+        """Start the cluster, or adopt ``cluster``, already started."""
+        self.cluster = cluster
         self.used = False  #: a cell ran on it
         self._client: Client | None = None
         self._error: Exception | None = None
@@ -76,12 +76,13 @@ class Embedded:
     def _start(self) -> None:
         client = None
         try:
-            cluster = start_embedded()
+            cluster = self.cluster or start_embedded()
             with _lock:
                 self.cluster = cluster
             if self._closed:
                 return
-            client = _connect(cluster.address())
+            address = cluster.address()
+            client = _connect(address)
             try:
                 client.wait_for_workers(cluster.n_workers, timeout=WORKERS_START_TIMEOUT)
             except (OSError, asyncio.TimeoutError, TimeoutError):
@@ -142,12 +143,18 @@ class Embedded:
                     resource.close()
 
 
-def start_early() -> Embedded | None:
-    """Start the embedded cluster in the background if no cluster is configured or chosen
-    (``%load_ext`` calls this): the first cell then finds it up. None where it did not."""
+def start_early(cluster: EmbeddedCluster | None = None) -> Embedded | None:
+    """Start the embedded cluster in the background, or adopt ``cluster`` (started before
+    Dask was imported here), if no cluster is configured or chosen (``%load_ext`` calls
+    this): the first cell then finds it up. None where it did not, ``cluster`` closed."""
+    global _embedded
     with _lock:
-        if _chosen is None and not _configured_address() and not _user_client():
-            return _embedded_start()
+        chosen = _chosen or _configured_address() or _user_client()
+        if not chosen and (_embedded is None or not _embedded.usable()):
+            _embedded = Embedded(cluster)
+            return _embedded
+    if cluster is not None:
+        cluster.close()
     return None
 
 
@@ -291,20 +298,7 @@ def _connect(address: str) -> Client:
 def start_embedded() -> EmbeddedCluster:
     """Start worker processes on this machine that advertise its cores, memory and GPUs
     (returns at once; :meth:`EmbeddedCluster.address` waits for the scheduler)."""
-    n = config.count("embedded-cluster.n-workers") or 1
-    threads = config.count("embedded-cluster.threads-per-worker")
-    shares = advertised_resources(detect_machine(), n)
-    return EmbeddedCluster(
-        {
-            f"taskcell-{i}": {
-                "nthreads": threads or max(1, int(share.resources.get("CPU", 1))),
-                "memory_limit": int(share.resources.get("MEMORY", 0)) or "auto",
-                "resources": share.resources,
-                "env": share.environ(),
-            }
-            for i, share in enumerate(shares)
-        }
-    )
+    return EmbeddedCluster(worker_specs())
 
 
 def live_workers(client: Client, refresh: bool = False) -> list[WorkerCapacity]:

@@ -40,29 +40,34 @@ class EmbeddedCluster:
     start included.
     """
 
-    def __init__(self, workers: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, workers: dict[str, dict[str, Any]] | None = None) -> None:
         """Start the cluster with ``workers``: worker name -> worker options (JSON-able:
-        nthreads, memory_limit, resources, env)."""
+        nthreads, memory_limit, resources, env). None: the child reads them from its own
+        Dask config (as :func:`worker_specs`), so this process need not import Dask first,
+        and declines to start where that config names a scheduler."""
+        spec = [] if workers is None else [json.dumps(workers)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "taskcell.cluster.embedded", json.dumps(workers)],
+            [sys.executable, "-m", "taskcell.cluster.embedded", *spec],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,
         )
-        self.n_workers = len(workers)
+        self.n_workers = 0 if workers is None else len(workers)
         self._address: str | None = None
         self._reading = threading.Lock()
 
     def address(self) -> str:
         """The scheduler's address, once it listens (blocks until then); ClusterError if the
-        cluster ended before."""
+        cluster ended, or declined to start, before."""
         with self._reading:
             if self._address is None:
                 line = self.proc.stdout.readline() if self.proc.stdout else b""
-                if not line:
+                said = json.loads(line) if line else {}
+                if "address" not in said:
                     code = self.proc.wait()
-                    raise ClusterError(f"the embedded cluster did not start (exit code {code})")
-                self._address = str(json.loads(line)["address"])
+                    why = said.get("declined") or f"exit code {code}"
+                    raise ClusterError(f"the embedded cluster did not start ({why})")
+                self._address, self.n_workers = str(said["address"]), int(said["workers"])
         return self._address
 
     @property
@@ -84,6 +89,41 @@ class EmbeddedCluster:
             self.proc.wait()
 
 
+def worker_specs() -> dict[str, dict[str, Any]]:
+    """The embedded cluster's workers: this machine's cores, memory and GPUs split between
+    ``taskcell.embedded-cluster.n-workers`` of them (worker name -> options)."""
+    from taskcell import config
+    from taskcell.cluster.detect import advertised_resources, detect_machine
+
+    n = config.count("embedded-cluster.n-workers") or 1
+    threads = config.count("embedded-cluster.threads-per-worker")
+    shares = advertised_resources(detect_machine(), n)
+    return {
+        f"taskcell-{i}": {
+            "nthreads": threads or max(1, int(share.resources.get("CPU", 1))),
+            "memory_limit": int(share.resources.get("MEMORY", 0)) or "auto",
+            "resources": share.resources,
+            "env": share.environ(),
+        }
+        for i, share in enumerate(shares)
+    }
+
+
+def _declined() -> str | None:
+    """Why the child of an early start does not start a cluster: its config names one, or
+    turns early starts off."""
+    import dask.config
+
+    from taskcell import config
+
+    address = dask.config.get("scheduler-address", None)
+    if address:
+        return f"Dask's scheduler-address is {address}"
+    if not config.get("embedded-cluster.start-early"):
+        return "taskcell.embedded-cluster.start-early is off"
+    return None
+
+
 def spawn_worker(address: str, name: str, options: dict[str, Any]) -> subprocess.Popen[bytes]:
     """Start one worker process of the cluster at ``address`` (it waits for the scheduler)."""
     spec = json.dumps({**options, "name": name})
@@ -100,8 +140,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(workers: dict[str, dict[str, Any]]) -> None:
+def serve(workers: dict[str, dict[str, Any]] | None) -> None:
     """Run the cluster until stdin closes (the child's side of :class:`EmbeddedCluster`)."""
+    if workers is None:
+        declined = _declined()
+        if declined:
+            print(json.dumps({"declined": declined}), flush=True)
+            return
+        workers = worker_specs()
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     started = {}
@@ -121,4 +167,4 @@ def serve(workers: dict[str, dict[str, Any]]) -> None:
 
 
 if __name__ == "__main__":
-    serve(json.loads(sys.argv[1]))
+    serve(json.loads(sys.argv[1]) if len(sys.argv) > 1 else None)

@@ -103,7 +103,8 @@ async def run_cluster(
         asynchronous=True,
         silence_logs=logging.CRITICAL,
     ) as cluster:
-        print(json.dumps({"address": cluster.scheduler_address}), flush=True)
+        said = {"address": cluster.scheduler_address, "workers": len(workers)}
+        print(json.dumps(said), flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.buffer.read)
 
 

@@ -10,6 +10,8 @@ another (``taskcell.embedded-cluster.start-early: false`` turns this off).
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 from typing import Any
 
@@ -20,6 +22,18 @@ def load_ipython_extension(shell: Any) -> None:
 
     shell.register_magics(TaskMagics(shell))
     _EarlyStart(shell).watch()
+
+
+def _prestarted() -> Any:
+    """The embedded cluster's process, started before this process imports Dask (which takes
+    as long as the cluster's own start) where no cluster can have been chosen yet: Dask is not
+    imported, and ``DASK_SCHEDULER_ADDRESS`` is not set. Its process reads its own config, and
+    does not start a cluster where that names one."""
+    if "dask" in sys.modules or os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        return None
+    from taskcell.cluster.embedded import EmbeddedCluster
+
+    return EmbeddedCluster()
 
 
 def _show(text: str) -> None:
@@ -66,16 +80,25 @@ class _EarlyStart:
             self.shell.events.unregister("pre_run_cell", self.before_cell)
 
     def start(self) -> None:
+        # Any failure here is the first %%task's to report: it starts the cluster itself.
+        with contextlib.suppress(Exception):
+            self._start()
+
+    def _start(self) -> None:
         try:
+            cluster = _prestarted()
             from taskcell import config
             from taskcell.cluster import connect
 
             connect.on_wait = _show
-            if config.get("embedded-cluster.start-early") and connect.start_early():
+            early = config.get("embedded-cluster.start-early")
+            if early and connect.start_early(cluster):  # which closes a cluster it declines
                 # What a %%task cell imports, while the cluster's process starts.
                 import distributed  # noqa: F401
 
                 import taskcell.runner.cell_task
                 import taskcell.runner.execution  # noqa: F401
+            elif not early and cluster is not None:
+                cluster.close()
         finally:
             self.imported.set()

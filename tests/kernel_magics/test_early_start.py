@@ -56,19 +56,22 @@ def test_the_start_can_be_left_to_the_first_cell():
 
 @pytest.mark.parametrize(
     "how",
-    ["environment", "task_cluster", "client"],
-    ids=["DASK_SCHEDULER_ADDRESS", "%task_cluster", "Client"],
+    ["environment", "yaml", "task_cluster", "client"],
+    ids=["DASK_SCHEDULER_ADDRESS", "scheduler-address-in-yaml", "%task_cluster", "Client"],
 )
-def test_no_cluster_starts_where_the_user_has_one(dask_processes, how):
+def test_no_cluster_starts_where_the_user_has_one(dask_processes, how, tmp_path):
     dask_processes.worker(name="theirs")
     dask_processes.wait_for_workers(1)
     address = dask_processes.address
-    env = CLEAN | ({"DASK_SCHEDULER_ADDRESS": address} if how == "environment" else {})
+    (tmp_path / "dask.yaml").write_text(f"scheduler-address: {address}\n")
+    env = CLEAN | {
+        "environment": {"DASK_SCHEDULER_ADDRESS": address},
+        "yaml": {"DASK_CONFIG": str(tmp_path)},
+    }.get(how, {})
     code = {
-        "environment": "",
         "task_cluster": f"%task_cluster {address}",
         "client": f"import distributed\nclient = distributed.Client({address!r})",
-    }[how]
+    }.get(how, "")
     kernel = loaded(env, code)
     try:
         wait_until(lambda: kernel.value(DECIDED), "the extension to decide")
