@@ -34,6 +34,7 @@ from taskcell.errors import (
     InputError,
     Interrupted,
     user_error,
+    worker_lost,
 )
 from taskcell.runner import events, process_state
 from taskcell.runner.analysis import analyze_cell
@@ -375,11 +376,7 @@ def _status(client: Client, sub: Submission, waited: float) -> str:
         live = {w.address for w in live_workers(client, refresh=True)}
     dead = sub.attempts[:-1] + ([worker] if worker not in live else [])
     if len(dead) > retries:
-        raise ClusterError(
-            f"worker {dead[-1]} died while running this cell; nothing was written back. "
-            + (f"It was retried {retries} time(s). " if retries else "")
-            + "Use --retries N to run it again on another worker when a worker dies."
-        )
+        raise worker_lost(dead[-1], retries)
     if worker not in live:
         return f"worker {worker} died; waiting to run the cell again ({len(dead)} of {retries})"
     return f"running on {worker} for {sub.record.elapsed():.1f} s"

@@ -18,7 +18,7 @@ from dask.sizeof import sizeof
 from distributed import get_worker, secede
 from distributed.utils import sync
 
-from taskcell.errors import CellError, CellInterrupted, ClusterError, InputError
+from taskcell.errors import CellError, CellInterrupted, ClusterError, InputError, worker_lost
 from taskcell.runner.job import CellJob, CellResult
 from taskcell.runner.processes import CellProcess, CellProcesses, worker_devices
 
@@ -102,10 +102,7 @@ def _count_start(worker: Any, job: CellJob) -> None:
     keys = ["taskcell-starts", job.key]
     earlier = sync(worker.loop, worker.scheduler.get_metadata, keys=keys, default=[])
     if len(earlier) > job.retries:
-        raise ClusterError(
-            f"worker {earlier[-1]} died while running this cell; it was not started again "
-            f"(--retries {job.retries}). Nothing was written back."
-        )
+        raise worker_lost(earlier[-1], job.retries)
     # Sent without waiting for the answer: only a start after this worker died reads it.
     worker.loop.add_callback(
         worker.scheduler.set_metadata, keys=keys, value=[*earlier, worker.address]
