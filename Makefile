@@ -4,9 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint format clean
+.PHONY: demo test bench lint format clean generate
 
-$(STAMP): pyproject.toml labextension/package.json $(wildcard labextension/src/*.ts labextension/style/*)
+$(STAMP): pyproject.toml labextension/package.json $(wildcard labextension/src/*.ts labextension/src/*.tsx labextension/style/*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -qq --upgrade pip
 	$(PY) -m pip install -qq -e ".[test]"
@@ -60,6 +60,12 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# The lab extension's TypeScript types, from the Python that writes what the server sends
+# (taskcell/planner/schema.py, view.py, taskcell/extension/payloads.py); the suite fails when
+# labextension/src/generated.ts is stale.
+generate: $(STAMP)
+	$(PY) -m taskcell.planner.typescript
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
