@@ -2,10 +2,14 @@
 
 :func:`snapshot_view` turns a :class:`~taskcell.planner.schema.Snapshot` into a
 :class:`SnapshotView` in which every word and number a person reads is already written. The
-notebook panel (:mod:`taskcell.widgets.render`) draws it as HTML; the JupyterLab sidebar computes
-the same record in ``labextension/src/view.ts``, typed by the declarations generated from this
-module (:mod:`taskcell.planner.typescript`), and ``tests/planner/test_view_agreement.py`` holds
-the two to the same answers on the same snapshots.
+notebook panel (:mod:`taskcell.widgets.render`) draws it as HTML; the Jupyter server computes the
+same record for the JupyterLab sidebar (:mod:`taskcell.extension.views`), which only draws it,
+typed by the declarations generated from this module (:mod:`taskcell.planner.typescript`).
+
+Times are the scheduler's (Unix seconds on its clock), and so is ``now``. A label that holds a
+duration growing with the clock (how long a task has run or waited, how long ago one ended, how
+long a pool's worker has been starting or idle) is a :class:`Ticking`: its words as of ``now``,
+and the moment they count from, so the sidebar rewrites them every second between updates.
 
 The rules, stated once:
 
@@ -19,11 +23,16 @@ The rules, stated once:
   its :data:`RUNNING_SHOWN` oldest running tasks, and how many more run and how many wait.
 - Waiting lists the tasks queued on the scheduler (in the snapshot's order), then those assigned
   to a worker and waiting there (oldest first), at most :data:`WAITING_ROWS`, each with what it
-  waits for.
+  waits for. A queued task that no live worker can run but a listed pool's worker will (one is
+  starting, or tasks wait for the pool) waits for that pool's worker to start.
 - Ended lists the snapshot's recent tasks, latest first: how each ended, on which worker (by
-  name where it is still connected), how long it ran, its peak memory, how long ago, its error.
+  name where it is still connected), how long it ran, its peak memory, how long ago, its error;
+  with the cells, workers and states they hold, to filter them by.
 - A strip per resource of the totals shows, step by step over the last minutes, the highest
   share running tasks held; steps after the snapshot's last one hold its current share.
+- The timeline shows, per worker, the tasks that ran on it in the last :data:`TIMELINE_SECONDS`
+  (the running ones up to now), each coloured by its cell: one of :data:`CELL_PALETTE`,
+  the same for a cell's name in every view. At most :data:`TIMELINE_ROWS` workers, by name.
 - Pools are listed in the snapshot's order, each titled with its name and backend (and the
   first :data:`KERNEL_SHOWN` characters of its kernel's id where another listed pool has its
   name), its shape, how many of its ``max_workers`` are starting, running or retiring, and how
@@ -34,7 +43,8 @@ The rules, stated once:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
 from taskcell.planner.amounts import show_amount, show_bytes
@@ -64,10 +74,42 @@ RUNNING_SHOWN = 4
 WAITING_ROWS = 50
 #: Characters of a kernel's id a pool's title shows, where two kernels have a pool of its name.
 KERNEL_SHOWN = 8
+#: Seconds of the past the timeline shows.
+TIMELINE_SECONDS = 300
+#: Most workers the timeline shows (those with tasks in it, by name); the rest are counted.
+TIMELINE_ROWS = 30
+#: The colours that tell cells apart on the timeline (Tableau 10: they read on light and dark
+#: themes alike).
+CELL_PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
 #: The legend's words for the solid part of a bar.
 LEGEND_RUNNING = "running"
 #: The legend's words for the hatched part of a bar.
 LEGEND_ASSIGNED = "assigned, waiting on the worker"
+
+
+class Ticking(TypedDict):
+    """Words that hold a duration growing with the clock: ``"1m15s"``, ``"12s ago"``.
+
+    ``text`` is them as of the view's ``now``; the sidebar writes ``before``, the duration from
+    ``since`` to its own (scheduler-clock) now as :func:`duration` writes it, then ``after``,
+    every second. ``since`` is None for words that do not change (``text`` alone then).
+    """
+
+    text: str
+    since: float | None
+    before: str
+    after: str
 
 
 class BarView(TypedDict):
@@ -101,7 +143,7 @@ class TaskView(TypedDict):
     #: "on <worker address>", or "queued" for a task no worker holds yet.
     where: str
     #: How long it has run, or waited: "1m15s".
-    waited: str
+    waited: Ticking
     waiting_for: str | None
 
 
@@ -140,10 +182,63 @@ class EndedView(TypedDict):
     key: str
     name: str
     state: EndState
+    #: Where it ran: the worker's name where it is connected, else its address, else
+    #: "never started".
+    worker: str
     #: "gpu-box · 4.2s · peak 14.2 MiB · 12s ago": where, how long, its peak memory, when.
-    detail: str
+    detail: Ticking
     #: The failed task's error in one line, else None.
     error: str | None
+
+
+class EndedFilters(TypedDict):
+    """What the ended tasks can be filtered by: the values they hold, each sorted."""
+
+    cells: list[str]
+    workers: list[str]
+    states: list[EndState]
+
+
+class SpanView(TypedDict):
+    """A task on the timeline: when it ran, from ``start`` to ``end`` (None: it runs now)."""
+
+    key: str
+    name: str
+    state: str
+    start: float
+    end: float | None
+    #: Its cell's colour, an index into ``CELL_PALETTE``.
+    color: int
+    #: Its tooltip: "cell-3 · finished · 4.2s".
+    title: str
+
+
+class TimelineRow(TypedDict):
+    """One worker's tasks on the timeline, oldest first."""
+
+    worker: str
+    address: str
+    spans: list[SpanView]
+
+
+class CellColor(TypedDict):
+    """A cell on the timeline and its colour, for the legend."""
+
+    name: str
+    color: int
+
+
+class TimelineView(TypedDict):
+    """Each worker's tasks over the last ``seconds``, coloured by cell."""
+
+    seconds: int
+    rows: list[TimelineRow]
+    #: The cells shown, by name.
+    cells: list[CellColor]
+    #: "and 3 more workers" when not every worker with tasks is shown, else None.
+    more: str | None
+    #: "No task ran in the last 5 min." when none did, else None.
+    note: str | None
 
 
 class StripView(TypedDict):
@@ -163,7 +258,9 @@ class PoolWorkerView(TypedDict):
     state: PoolWorkerState
     #: "starting for 12s (pid 4242)", "running", "idle 1m05s", "retiring", "retired",
     #: "retired: the kernel closed", "failed: <why>".
-    label: str
+    label: Ticking
+    #: Its worker's address once it is connected, else None.
+    address: str | None
     #: Its tooltip: what was started and its address, else its name.
     title: str
 
@@ -172,6 +269,8 @@ class PoolView(TypedDict):
     """A pool of one kernel: its title, shape, counts and workers."""
 
     name: str
+    #: The id of the kernel whose pool it is.
+    kernel: str
     #: "a100x2 · slurm", and " · kernel 1f2e3d4c" where another kernel has an a100x2 too.
     title: str
     #: What its workers advertise: "CPU=8, MEMORY=32 GiB, GPU=2, GPU-A100=2".
@@ -184,6 +283,8 @@ class PoolView(TypedDict):
 class SnapshotView(TypedDict):
     """A whole snapshot as it is shown."""
 
+    #: The moment (Unix seconds, the scheduler's clock) its labels were written for.
+    now: float
     #: "2 workers · 1 running · 1 waiting on workers · 0 queued".
     summary: str
     totals: list[BarView]
@@ -202,6 +303,8 @@ class SnapshotView(TypedDict):
     ended: list[EndedView]
     #: "Nothing has ended yet." when none has, else None.
     ended_note: str | None
+    ended_filters: EndedFilters
+    timeline: TimelineView
     #: One per resource of the totals, in their order.
     strips: list[StripView]
     #: The link to the scheduler's Dask dashboard, or None.
@@ -227,6 +330,24 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def clock_offset(sent: float, remote: float, received: float) -> float:
+    """Seconds to add to a local clock to read the scheduler's: ``remote`` is the scheduler's
+    time read by a call sent at ``sent`` and answered at ``received`` (local times), taken as
+    read halfway."""
+    return remote - (sent + received) / 2
+
+
+def ticking(before: str, since: float, after: str, now: float) -> Ticking:
+    """``before`` + the duration since ``since`` + ``after``, as of ``now``."""
+    text = f"{before}{duration(now - since)}{after}"
+    return Ticking(text=text, since=since, before=before, after=after)
+
+
+def fixed(text: str) -> Ticking:
+    """Words that do not change with the clock."""
+    return Ticking(text=text, since=None, before=text, after="")
+
+
 def seconds_label(seconds: float) -> str:
     """How long a task ran: ``4.25`` -> ``"4.2s"`` (tenths, cut, under a minute), else as
     :func:`duration`."""
@@ -244,6 +365,11 @@ def percent(share: float) -> str:
 def request_label(request: dict[str, float]) -> str:
     """``{"GPU": 1}`` -> ``"GPU=1"``; a task that asks for nothing needs ``"a thread"``."""
     return ", ".join(f"{r}={show_amount(r, a)}" for r, a in request.items()) or "a thread"
+
+
+def cell_color(name: str) -> int:
+    """The colour of a cell's tasks on the timeline: the same for a name in every view."""
+    return zlib.crc32(name.encode()) % len(CELL_PALETTE)
 
 
 def bar_view(use: ResourceUse) -> BarView:
@@ -271,16 +397,42 @@ def bar_view(use: ResourceUse) -> BarView:
     )
 
 
-def task_view(task: TaskInfo, now: float) -> TaskView:
-    """One task's line, its wait measured up to ``now`` (Unix time)."""
+#: How the scheduler words a task no live worker can run (:mod:`taskcell.planner.plugin`).
+_NO_LIVE_WORKER = "no live worker can ever run it"
+
+
+def _covers(shape: dict[str, float], request: dict[str, float]) -> bool:
+    """Whether a worker advertising ``shape`` meets ``request`` (names without regard to case)."""
+    has = {name.lower(): amount for name, amount in shape.items()}
+    return all(has.get(name.lower(), 0.0) >= amount for name, amount in request.items())
+
+
+def pool_waited_for(task: TaskInfo, pools: Sequence[PoolInfo]) -> str | None:
+    """What a task no live worker can run waits for, when a listed pool's worker will run it:
+    a worker of that pool starting, or tasks claimed for it. None otherwise."""
+    if task["state"] != "queued" or not (task["waiting_for"] or "").startswith(_NO_LIVE_WORKER):
+        return None
+    for pool in pools:
+        starting = [w for w in pool["workers"] if w["state"] == "starting"]
+        if (starting or pool["waiting"]) and _covers(pool["resources"], task["request"]):
+            started = next((w["started"] for w in starting if w["started"]), "")
+            return f"a worker of pool {pool['name']} to start" + (
+                f" ({started})" if started else ""
+            )
+    return None
+
+
+def task_view(task: TaskInfo, now: float, pools: Sequence[PoolInfo] = ()) -> TaskView:
+    """One task's line, its wait measured up to ``now``; ``pools`` say what a task no live worker
+    can run waits for (see :func:`pool_waited_for`)."""
     return TaskView(
         key=task["key"],
         name=task["name"] or task["key"],
         state=task["state"],
         request=request_label(task["request"]),
         where=f"on {task['worker']}" if task["worker"] else "queued",
-        waited=duration(now - task["since"]),
-        waiting_for=task["waiting_for"],
+        waited=ticking("", task["since"], "", now),
+        waiting_for=pool_waited_for(task, pools) or task["waiting_for"],
     )
 
 
@@ -292,12 +444,17 @@ def _busy(worker: WorkerSnapshot) -> bool:
     return bool(worker["running_tasks"] or worker["assigned_tasks"])
 
 
-def worker_view(worker: WorkerSnapshot, now: float) -> WorkerView:
-    """One worker's row: bars, oldest running tasks, counts of the rest."""
-    running = sorted(
+def _running(worker: WorkerSnapshot) -> list[TaskInfo]:
+    """A worker's running tasks, oldest first."""
+    return sorted(
         (t for t in worker["tasks"] if t["state"] == "running"),
         key=lambda t: (t["since"], t["key"]),
     )
+
+
+def worker_view(worker: WorkerSnapshot, now: float) -> WorkerView:
+    """One worker's row: bars, oldest running tasks, counts of the rest."""
+    running = _running(worker)
     hidden = worker["running_tasks"] - min(len(running), RUNNING_SHOWN)
     waiting = worker["assigned_tasks"]
     return WorkerView(
@@ -353,21 +510,85 @@ def waiting_tasks(snap: Snapshot) -> list[TaskInfo]:
     return list(snap["queue"]) + sorted(assigned, key=lambda t: (t["since"], t["key"]))
 
 
+def _ended_worker(task: EndedTask, names: dict[str, str]) -> str:
+    worker = task["worker"]
+    return names.get(worker, worker) if worker else "never started"
+
+
 def ended_view(task: EndedTask, names: dict[str, str], now: float) -> EndedView:
     """One ended task's line; ``names`` maps the addresses of live workers to their names."""
-    worker = task["worker"]
-    parts = [names.get(worker, worker) if worker else "never started"]
+    worker = _ended_worker(task, names)
+    parts = [worker]
     if task["wall"] is not None:
         parts.append(seconds_label(task["wall"]))
     if task["peak_memory"] is not None:
         parts.append(f"peak {show_bytes(task['peak_memory'])}")
-    parts.append(f"{duration(now - task['ended'])} ago")
     return EndedView(
         key=task["key"],
         name=task["name"] or task["key"],
         state=task["state"],
-        detail=" · ".join(parts),
+        worker=worker,
+        detail=ticking(" · ".join(parts) + " · ", task["ended"], " ago", now),
         error=task["error"],
+    )
+
+
+def ended_filters(ended: Sequence[EndedView]) -> EndedFilters:
+    """The cells, workers and states the ended tasks hold."""
+    return EndedFilters(
+        cells=sorted({t["name"] for t in ended}),
+        workers=sorted({t["worker"] for t in ended}),
+        states=sorted({t["state"] for t in ended}),
+    )
+
+
+def _span(key: str, name: str, state: str, start: float, end: float | None) -> SpanView:
+    took = f" · {seconds_label(end - start)}" if end is not None else ""
+    return SpanView(
+        key=key,
+        name=name,
+        state=state,
+        start=start,
+        end=end,
+        color=cell_color(name),
+        title=f"{name} · {state}{took}",
+    )
+
+
+def timeline_view(snap: Snapshot, names: dict[str, str], now: float) -> TimelineView:
+    """Each worker's tasks of the last :data:`TIMELINE_SECONDS`: those that ended (from when
+    they started, their wall time before they ended) and those running up to ``now``."""
+    start = now - TIMELINE_SECONDS
+    rows: dict[str, list[SpanView]] = {}
+    for ended in snap["recent"]:
+        if ended["worker"] and ended["wall"] is not None and ended["ended"] >= start:
+            name = ended["name"] or ended["key"]
+            began = ended["ended"] - ended["wall"]
+            span = _span(ended["key"], name, ended["state"], began, ended["ended"])
+            rows.setdefault(ended["worker"], []).append(span)
+    for worker in snap["workers"]:
+        for task in _running(worker):
+            span = _span(task["key"], task["name"] or task["key"], "running", task["since"], None)
+            rows.setdefault(worker["address"], []).append(span)
+    order = sorted(rows, key=lambda address: (names.get(address, address), address))
+    shown = order[:TIMELINE_ROWS]
+    cells = sorted({s["name"] for a in shown for s in rows[a]})
+    minutes = TIMELINE_SECONDS // 60
+    return TimelineView(
+        seconds=TIMELINE_SECONDS,
+        rows=[
+            TimelineRow(
+                worker=names.get(a, a),
+                address=a,
+                spans=sorted(rows[a], key=lambda s: (s["start"], s["key"])),
+            )
+            for a in shown
+        ],
+        cells=[CellColor(name=c, color=cell_color(c)) for c in cells],
+        more=f"and {plural(len(order) - len(shown), 'more worker')}"
+        if order[len(shown) :]
+        else None,
+        note=None if rows else f"No task ran in the last {minutes} min.",
     )
 
 
@@ -392,16 +613,18 @@ def pool_worker_view(worker: PoolWorker, now: float) -> PoolWorkerView:
     """One pool worker's line, how long it has started or idled measured up to ``now``."""
     state, error = worker["state"], worker["error"]
     if state == "starting":
-        label = f"starting for {duration(now - worker['since'])}"
-        label += f" ({worker['started']})" if worker["started"] else ""
+        started = f" ({worker['started']})" if worker["started"] else ""
+        label = ticking("starting for ", worker["since"], started, now)
     elif state == "running" and worker["idle_since"] is not None:
-        label = f"idle {duration(now - worker['idle_since'])}"
+        label = ticking("idle ", worker["idle_since"], "", now)
     elif state in ("retired", "failed") and error:
-        label = f"{state}: {error}"
+        label = fixed(f"{state}: {error}")
     else:
-        label = state
+        label = fixed(state)
     title = " · ".join(t for t in (worker["started"], worker["address"]) if t) or worker["name"]
-    return PoolWorkerView(name=worker["name"], state=state, label=label, title=title)
+    return PoolWorkerView(
+        name=worker["name"], state=state, label=label, title=title, address=worker["address"]
+    )
 
 
 def pool_view(pool: PoolInfo, shared: bool, now: float) -> PoolView:
@@ -414,6 +637,7 @@ def pool_view(pool: PoolInfo, shared: bool, now: float) -> PoolView:
     detail += f" · {plural(pool['waiting'], 'task')} waiting"
     return PoolView(
         name=pool["name"],
+        kernel=pool["kernel"],
         title=title,
         shape=request_label(pool["resources"]),
         detail=detail,
@@ -422,7 +646,8 @@ def pool_view(pool: PoolInfo, shared: bool, now: float) -> PoolView:
 
 
 def snapshot_view(snap: Snapshot, now: float) -> SnapshotView:
-    """The whole snapshot as shown, waits measured up to ``now`` (Unix time).
+    """The whole snapshot as shown, waits measured up to ``now`` (Unix time, the scheduler's
+    clock).
 
     Examples
     --------
@@ -448,17 +673,21 @@ def snapshot_view(snap: Snapshot, now: float) -> SnapshotView:
     by_resource = {s["resource"]: s for s in snap["strips"]}
     totals = [bar_view(u) for u in snap["totals"]]
     names_of_pools = [p["name"] for p in snap["pools"]]
+    ended = [ended_view(t, names, now) for t in snap["recent"]]
     return SnapshotView(
+        now=now,
         summary=summary,
         totals=totals,
         groups=[group_view(g, now) for g in groups(workers)],
         no_workers=None if workers else "No worker is connected to the scheduler.",
         waiting_title=f"Waiting: {total_waiting}",
-        waiting=[task_view(t, now) for t in waiting[:WAITING_ROWS]],
+        waiting=[task_view(t, now, snap["pools"]) for t in waiting[:WAITING_ROWS]],
         waiting_note=note,
         ended_title=f"Ended: {len(snap['recent'])}",
-        ended=[ended_view(t, names, now) for t in snap["recent"]],
+        ended=ended,
         ended_note=None if snap["recent"] else "Nothing has ended yet.",
+        ended_filters=ended_filters(ended),
+        timeline=timeline_view(snap, names, now),
         strips=[
             strip_view(b["resource"], by_resource.get(b["resource"]), b["running_share"], now)
             for b in totals

