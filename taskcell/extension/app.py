@@ -6,13 +6,16 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Float, List, Unicode
 
 from taskcell.extension import feed
+from taskcell.extension.control import ServerClusters
+from taskcell.extension.dashboard import dashboard_handlers
 from taskcell.extension.export_handler import ExportHandler
 from taskcell.extension.handlers import handlers
 from taskcell.extension.watch import ClusterHub
 
 
 class TaskcellExtension(ExtensionApp):
-    """Serves ``/taskcell/api/`` for the JupyterLab Resources sidebar.
+    """Serves ``/taskcell/api/`` and ``/taskcell/dashboard/`` for the JupyterLab Resources
+    sidebar.
 
     Configure it in ``jupyter_server_config.py`` as ``c.TaskcellExtension.<name>``.
     """
@@ -42,16 +45,20 @@ class TaskcellExtension(ExtensionApp):
     ).tag(config=True)
 
     def initialize_settings(self) -> None:
+        self.started = ServerClusters()
         self.hub = ClusterHub(
             feed.planner_feed,
             idle_after=self.idle_timeout,
             connect_timeout=self.connect_timeout,
             retry_every=self.retry_interval,
+            started_here=self.started.owns,
         )
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers(self))
         self.handlers.append((r"/taskcell/api/export/?", ExportHandler, {"extension": self}))
+        self.handlers.extend(dashboard_handlers(self))
 
     async def stop_extension(self) -> None:
         await self.hub.close()
+        await self.started.close()

@@ -1,13 +1,14 @@
 """Which clusters this Jupyter server knows, without ever running code in a kernel.
 
-Two sources, merged by scheduler address:
+Three sources, merged by scheduler address:
 
 - each kernel that uses taskcell records its scheduler in the registry
   (:mod:`taskcell.cluster.registry`); the server keeps the records of *its own* live kernels
   and names their notebooks through its sessions, so a kernel busy in a long cell is listed
   all the same;
 - configured addresses: the extension's ``scheduler_addresses`` and Dask's
-  ``scheduler-address`` (which ``DASK_SCHEDULER_ADDRESS`` sets) as the server process sees it.
+  ``scheduler-address`` (which ``DASK_SCHEDULER_ADDRESS`` sets) as the server process sees it;
+- the embedded clusters this server started from the sidebar.
 
 A cluster is named in URLs by :func:`cluster_id`, a short hash of its address: addresses hold
 ``/`` and ``:``, and a browser can only ask for clusters the server already knows (it never
@@ -51,6 +52,7 @@ def discover(
     sessions: Iterable[Mapping[str, Any]],
     configured: Iterable[str],
     statuses: Mapping[str, LinkStatus] | None = None,
+    started: Iterable[str] = (),
 ) -> list[ClusterInfo]:
     """Merge the registry and the configuration into one record per cluster.
 
@@ -67,11 +69,14 @@ def discover(
         Configured scheduler addresses.
     statuses : mapping, optional
         Cluster id -> link status, for the clusters the server already watches.
+    started : iterable of str
+        The addresses of the clusters this server started.
 
     Returns
     -------
     list of ClusterInfo
-        Kernel clusters first (by address), then the configured ones not already listed.
+        Kernel clusters first (by address), then the configured ones and those this server
+        started, not already listed.
     """
     live = set(live_kernels)
     notebooks: dict[str, list[NotebookRef]] = {}
@@ -113,4 +118,6 @@ def discover(
         info["notebooks"].extend(notebooks.get(kernel_id, []))
     for address in configured:
         entry(address, "config")
+    for address in started:
+        entry(address, "server")
     return list(found.values())

@@ -1,26 +1,42 @@
 """The REST API under ``/taskcell/api/``: thin handlers over :mod:`~taskcell.extension.clusters`,
 :mod:`~taskcell.extension.watch` and :mod:`~taskcell.extension.planning`.
 
-=======  ==================================  =================================================
-GET      /taskcell/api/clusters              the clusters this server knows (ClusterList)
-GET      /taskcell/api/clusters/<id>         a cluster's snapshot (ClusterState); with
-                                             ``?since=<version>&timeout=<s>`` a long poll
-POST     /taskcell/api/clusters/<id>/cancel  stops ``{"key"}``, a task the snapshot shows
-                                             running or waiting (CancelResult;
-                                             :mod:`~taskcell.extension.cancelling`)
-GET      /taskcell/api/planner               the planner's profiles and presets
-POST     /taskcell/api/planner               a suggestion for ``{"size", "profile", "cluster"}``
-POST     /taskcell/api/export                writes ``<notebook>.py`` for ``{"path", "target",
-                                             "overwrite"}``
-                                             (:mod:`~taskcell.extension.export_handler`)
-=======  ==================================  =================================================
+=======  =========================================  ==========================================
+GET      /taskcell/api/clusters                     the clusters this server knows (ClusterList)
+POST     /taskcell/api/clusters                     starts an embedded cluster, ``{}``
+                                                    (StartedCluster)
+GET      /taskcell/api/clusters/<id>                a cluster's snapshot and its view
+                                                    (ClusterState); with ``?since=<version>&
+                                                    timeout=<s>`` a long poll
+POST     /taskcell/api/clusters/<id>/cancel         stops ``{"key"}``, a task the snapshot
+                                                    shows running or waiting (CancelResult)
+POST     /taskcell/api/clusters/<id>/scale          ``{"workers": n}`` for the embedded
+                                                    cluster (ScaleResult)
+POST     /taskcell/api/clusters/<id>/stop           stops the embedded cluster, ``{}``
+                                                    (StopResult)
+POST     /taskcell/api/clusters/<id>/retire         retires ``{"worker"}``, a pool's worker the
+                                                    snapshot shows running (RetireResult)
+GET      /taskcell/api/clusters/<id>/tasks/<key>    what the task printed and raised
+         /output                                    (TaskOutput)
+GET      /taskcell/api/planner                      the planner's profiles and presets
+POST     /taskcell/api/planner                      a suggestion for ``{"size", "profile",
+                                                    "cluster", "notebook"}``
+POST     /taskcell/api/export                       writes ``<notebook>.py`` for ``{"path",
+                                                    "target", "overwrite"}``
+                                                    (:mod:`~taskcell.extension.export_handler`)
+GET      /taskcell/dashboard/<id>/<path>            the cluster's Dask dashboard, relayed
+                                                    (:mod:`~taskcell.extension.dashboard`)
+=======  =========================================  ==========================================
 
 Every verb needs an authenticated user (Jupyter's token or login cookie; a POST with a cookie
 also needs Jupyter's XSRF token). Bad input is a 400 (a body over :data:`MAX_BODY`, a 413), an
-unknown cluster (or a task it does not show) a 404, a cluster the server is not connected to a
-409, an export onto a file taskcell did not write a 409: each with a JSON
-``{"message", "reason"}`` body whose message names the bad value. Every input is bounded before
-work is done on it, so no request holds the server's event loop; the export runs in a thread.
+unknown cluster (or a task or worker it does not show) a 404, a cluster the server is not
+connected to, or one that is not taskcell's to scale or stop, a 409, a cluster that does not
+answer in time a 504, an export onto a file taskcell did not write a 409: each with a JSON
+``{"message", "reason"}`` body whose message names the bad value. What a browser may ask is
+checked by :mod:`~taskcell.extension.actions` and done by :mod:`~taskcell.extension.control`.
+Every input is bounded before work is done on it, so no request holds the server's event loop;
+the export runs in a thread.
 """
 
 from __future__ import annotations
@@ -28,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import json
 from http.client import responses
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_server.auth.decorator import authorized
@@ -35,12 +52,24 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from taskcell.cluster import registry
-from taskcell.extension import cancelling, planning
-from taskcell.extension.clusters import configured_addresses, discover
-from taskcell.extension.payloads import CancelResult, ClusterInfo, ClusterList, ErrorBody, shown
+from taskcell.extension import actions, control, planning
+from taskcell.extension.clusters import cluster_id, configured_addresses, discover
+from taskcell.extension.payloads import (
+    CancelResult,
+    ClusterInfo,
+    ClusterList,
+    ClusterState,
+    ErrorBody,
+    RetireResult,
+    ScaleResult,
+    StartedCluster,
+    StopResult,
+    shown,
+)
 
 if TYPE_CHECKING:
     from taskcell.extension.app import TaskcellExtension
+    from taskcell.extension.watch import ClusterWatch
 
 #: Longest wait of one long poll (seconds); browsers ask again when it ends.
 MAX_WAIT = 60.0
@@ -70,6 +99,7 @@ class TaskcellHandler(APIHandler):
             sessions,
             configured_addresses(self.extension.scheduler_addresses),
             self.extension.hub.statuses(),
+            self.extension.started.addresses(),
         )
 
     async def find_cluster(self, cluster_id: str) -> ClusterInfo:
@@ -77,6 +107,43 @@ class TaskcellHandler(APIHandler):
             if info["id"] == cluster_id:
                 return info
         raise web.HTTPError(404, f"no cluster with id {cluster_id!r} is known to this server")
+
+    async def connected_watch(self, cluster_id: str) -> tuple[ClusterWatch, ClusterState]:
+        """The watch of a known cluster and its state, once connected; else a 404 or a 409."""
+        info = await self.find_cluster(cluster_id)
+        watch = self.extension.hub.watch(info["address"])
+        state = await watch.settled(self.extension.connect_timeout)
+        if state["status"] != "connected":
+            raise web.HTTPError(
+                409,
+                f"the server is not connected to the scheduler at {info['address']}: "
+                f"{state['message'] or state['status']}",
+            )
+        return watch, state
+
+    @staticmethod
+    def scalable(watch: ClusterWatch) -> None:
+        """A 409 unless taskcell started the cluster, which alone may be scaled and stopped."""
+        control = watch.control()
+        if control is None or not control["scalable"]:
+            raise web.HTTPError(
+                409,
+                f"the cluster at {watch.address} was not started by taskcell (a kernel's embedded "
+                "cluster, or one started from the sidebar): scale and stop it where it was started",
+            )
+
+    async def acting(self, watch: ClusterWatch, action: Any, what: str) -> Any:
+        """Await ``action`` (a coroutine on the cluster), its failures as JSON errors: a cluster
+        that refuses is a 409, one that does not answer in time a 504."""
+        try:
+            return await asyncio.wait_for(action, self.extension.connect_timeout)
+        except asyncio.TimeoutError:  # an OSError too: caught first
+            raise web.HTTPError(
+                504,
+                f"the scheduler at {watch.address} did not answer in time; {what} may still happen",
+            ) from None
+        except (OSError, control.ControlError) as e:
+            raise web.HTTPError(409, f"could not {what}: {e}") from None
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         # Tornado 6.5 doubles every "%" of an HTTPError's log_message (its printf-style
@@ -118,6 +185,19 @@ class ClustersHandler(TaskcellHandler):
     async def get(self) -> None:
         self.reply(ClusterList(clusters=await self.known_clusters()))
 
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        try:
+            actions.parse_nothing(self.body(), "starting a cluster")
+        except actions.ActionRequestError as e:
+            raise web.HTTPError(400, str(e)) from None
+        try:
+            address = await self.extension.started.start()
+        except (OSError, RuntimeError) as e:  # ClusterError is a RuntimeError
+            raise web.HTTPError(500, f"the cluster did not start: {e}") from None
+        self.reply(StartedCluster(id=cluster_id(address), address=address))
+
 
 class ClusterHandler(TaskcellHandler):
     @web.authenticated
@@ -150,39 +230,96 @@ class ClusterHandler(TaskcellHandler):
         return value
 
 
+def _checked(parse: Any, *args: Any) -> Any:
+    """A body checked by :mod:`~taskcell.extension.actions`, or a 400 naming what is wrong."""
+    try:
+        return parse(*args)
+    except actions.ActionRequestError as e:
+        raise web.HTTPError(400, str(e)) from None
+
+
 class CancelHandler(TaskcellHandler):
     @web.authenticated
     @authorized
     async def post(self, cluster_id: str) -> None:
-        try:
-            key = cancelling.parse_cancel(self.body())
-        except cancelling.CancelRequestError as e:
-            raise web.HTTPError(400, str(e)) from None
-        info = await self.find_cluster(cluster_id)
-        watch = self.extension.hub.watch(info["address"])
-        state = await watch.settled(self.extension.connect_timeout)
-        if state["status"] != "connected":
-            raise web.HTTPError(
-                409,
-                f"the server is not connected to the scheduler at {info['address']}: "
-                f"{state['message'] or state['status']}",
-            )
-        if key not in cancelling.live_keys(state["snapshot"]):
+        key = _checked(actions.parse_cancel, self.body())
+        watch, state = await self.connected_watch(cluster_id)
+        if key not in actions.live_keys(state["snapshot"]):
             raise web.HTTPError(
                 404,
-                f"the cluster at {info['address']} shows no running or waiting task {shown(key)}",
+                f"the cluster at {watch.address} shows no running or waiting task {shown(key)}",
             )
-        try:
-            running = await watch.cancel(key, self.extension.connect_timeout)
-        except asyncio.TimeoutError:  # an OSError too: caught first
-            raise web.HTTPError(
-                504,
-                f"the scheduler at {info['address']} did not answer in time; {shown(key)} may "
-                "still be cancelled",
-            ) from None
-        except OSError as e:  # not connected, or the scheduler went away meanwhile
-            raise web.HTTPError(409, f"{shown(key)} was not cancelled: {e}") from None
+        from taskcell.runner.stopping import cancel_task
+
+        running = await self.acting(
+            watch, cancel_task(watch.connected(), key), f"cancel {shown(key)}"
+        )
         self.reply(CancelResult(key=key, was="running" if running else "waiting"))
+
+
+class ScaleHandler(TaskcellHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, cluster_id: str) -> None:
+        n = _checked(actions.parse_scale, self.body())
+        watch, _ = await self.connected_watch(cluster_id)
+        started, what = self.extension.started, f"scale to {n} workers"
+        if started.owns(watch.address):
+            scaling = started.scale(watch.address, n)
+        else:
+            self.scalable(watch)
+            scaling = control.scale(watch.connected(), n)
+        self.reply(ScaleResult(workers=await self.acting(watch, scaling, what)))
+
+
+class StopHandler(TaskcellHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, cluster_id: str) -> None:
+        _checked(actions.parse_nothing, self.body(), "stop")
+        watch, _ = await self.connected_watch(cluster_id)
+        started = self.extension.started
+        if started.owns(watch.address):
+            await started.stop(watch.address)
+        else:
+            self.scalable(watch)
+            await self.acting(watch, control.stop(watch.connected()), "stop the cluster")
+        self.reply(StopResult(address=watch.address))
+
+
+class RetireHandler(TaskcellHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, cluster_id: str) -> None:
+        worker = _checked(actions.parse_retire, self.body())
+        watch, state = await self.connected_watch(cluster_id)
+        if worker not in actions.pool_workers(state["snapshot"]):
+            raise web.HTTPError(
+                404, f"the cluster at {watch.address} shows no running pool worker {shown(worker)}"
+            )
+        await self.acting(
+            watch, control.retire(watch.connected(), worker), f"retire {shown(worker)}"
+        )
+        self.reply(RetireResult(worker=worker))
+
+
+class OutputHandler(TaskcellHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, cluster_id: str, key: str) -> None:
+        if len(key) > actions.MAX_KEY:
+            raise web.HTTPError(400, f"a task's key is at most {actions.MAX_KEY} characters long")
+        watch, _ = await self.connected_watch(cluster_id)
+        found = await self.acting(
+            watch, control.output(watch.connected(), key), f"read the output of {shown(key)}"
+        )
+        if found is None:
+            raise web.HTTPError(
+                404,
+                f"the scheduler at {watch.address} keeps no output of {shown(key)}: its kernel "
+                "has left, or later events pushed it out of the scheduler's log",
+            )
+        self.reply(found)
 
 
 class PlannerHandler(TaskcellHandler):
@@ -205,9 +342,29 @@ class PlannerHandler(TaskcellHandler):
             watch = self.extension.hub.watch(info["address"])
             snapshot = (await watch.settled(self.extension.connect_timeout))["snapshot"]
         try:
-            self.reply(planning.suggest(request, snapshot))
+            nbytes = request.size
+            if nbytes is None:
+                nbytes = await self._measure(request)
+            self.reply(planning.suggest(request, nbytes, snapshot))
         except planning.RequestError as e:
             raise web.HTTPError(400, str(e)) from None
+
+    async def _measure(self, request: planning.SuggestRequest) -> int:
+        """The files' bytes, beside the notebook, read as the contents API would."""
+        from taskcell.extension.export_handler import ExportRequestError, locate_notebook
+
+        assert request.files is not None and request.notebook is not None
+        root = self.contents_manager.root_dir
+        try:
+            notebook = locate_notebook(root, request.notebook).notebook
+        except ExportRequestError as e:
+            raise planning.RequestError(str(e).replace("'path'", "'notebook'")) from None
+        except FileNotFoundError as e:
+            raise web.HTTPError(404, str(e)) from None
+        hidden = bool(getattr(self.contents_manager, "allow_hidden", False))
+        return await asyncio.to_thread(
+            planning.measure, request.files, notebook, Path(root).resolve(), hidden
+        )
 
 
 def handlers(extension: TaskcellExtension) -> list[tuple[str, type, dict[str, Any]]]:
@@ -217,5 +374,9 @@ def handlers(extension: TaskcellExtension) -> list[tuple[str, type, dict[str, An
         (r"/taskcell/api/clusters/?", ClustersHandler, kwargs),
         (r"/taskcell/api/clusters/([^/]+)/?", ClusterHandler, kwargs),
         (r"/taskcell/api/clusters/([^/]+)/cancel/?", CancelHandler, kwargs),
+        (r"/taskcell/api/clusters/([^/]+)/scale/?", ScaleHandler, kwargs),
+        (r"/taskcell/api/clusters/([^/]+)/stop/?", StopHandler, kwargs),
+        (r"/taskcell/api/clusters/([^/]+)/retire/?", RetireHandler, kwargs),
+        (r"/taskcell/api/clusters/([^/]+)/tasks/([^/]+)/output/?", OutputHandler, kwargs),
         (r"/taskcell/api/planner/?", PlannerHandler, kwargs),
     ]

@@ -1,7 +1,10 @@
-"""The JSON bodies of ``/taskcell/api/``; ``labextension/src/api.ts`` mirrors them one to one.
+"""The JSON bodies of ``/taskcell/api/``; ``labextension/src/generated.ts`` is generated from
+them (:mod:`taskcell.planner.typescript`, ``make generate``).
 
-The occupancy snapshot itself is :class:`taskcell.planner.schema.Snapshot`, unchanged; these
-records only say which clusters the server knows and how its link to each one stands.
+The occupancy snapshot itself is :class:`taskcell.planner.schema.Snapshot`, unchanged, and how it
+is shown is :class:`taskcell.planner.view.SnapshotView`, computed here by the server; these
+records say which clusters the server knows, how its link to each one stands, and what the
+sidebar may do to them.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 from taskcell.planner.schema import Snapshot
+from taskcell.planner.view import SnapshotView
 
 #: connecting: the server is opening its subscription; connected: snapshots flow;
 #: unreachable: the scheduler cannot be reached (never started, gone, or the network), retried
@@ -17,8 +21,9 @@ from taskcell.planner.schema import Snapshot
 LinkStatus = Literal["connecting", "connected", "unreachable", "error"]
 
 #: kernel: a kernel of this server recorded that it submits there; config: the extension's
-#: ``scheduler_addresses`` or Dask's ``scheduler-address`` configuration names it.
-ClusterSource = Literal["kernel", "config"]
+#: ``scheduler_addresses`` or Dask's ``scheduler-address`` configuration names it; server: this
+#: server started it from the sidebar (it stops with the server).
+ClusterSource = Literal["kernel", "config", "server"]
 
 
 class NotebookRef(TypedDict):
@@ -45,10 +50,29 @@ class ClusterList(TypedDict):
     clusters: list[ClusterInfo]
 
 
+class ClusterControl(TypedDict):
+    """What the sidebar may do to a cluster besides cancelling tasks and retiring pools' workers.
+
+    ``scalable``: taskcell started it (a kernel's embedded cluster, or one this server started),
+    so it can be scaled and stopped; ``started_here``: this server started it, and stops it when
+    it stops.
+    """
+
+    scalable: bool
+    started_here: bool
+
+
 class ClusterState(TypedDict):
-    """``GET /taskcell/api/clusters/<id>``: the latest snapshot and how the link stands.
+    """``GET /taskcell/api/clusters/<id>``: the latest snapshot, how it is shown, and how the
+    link stands.
 
     ``version`` grows by one with every change; ``?since=<version>`` waits for the next one.
+    ``now`` is the scheduler's time as the server answered (from the offset of its clock,
+    measured when it connected): the sidebar ticks the view's durations from it. ``view`` is the
+    snapshot as the notebook panel shows it, with the server's own record of the tasks that
+    ended while it watched; ``dashboard`` the Dask dashboard through this server, a path
+    relative to its base URL (``taskcell/dashboard/<id>/status``; the view links to it too),
+    else None.
     """
 
     id: str
@@ -57,7 +81,11 @@ class ClusterState(TypedDict):
     message: str | None
     version: int
     updated: float
+    now: float
     snapshot: Snapshot | None
+    view: SnapshotView | None
+    dashboard: str | None
+    control: ClusterControl | None
 
 
 class CancelResult(TypedDict):
@@ -69,6 +97,44 @@ class CancelResult(TypedDict):
 
     key: str
     was: Literal["running", "waiting"]
+
+
+class ScaleResult(TypedDict):
+    """``POST /taskcell/api/clusters/<id>/scale`` with ``{"workers": n}``: the workers the
+    embedded cluster is asked to have now; they start or retire in the background."""
+
+    workers: int
+
+
+class StopResult(TypedDict):
+    """``POST /taskcell/api/clusters/<id>/stop``: the cluster stopping."""
+
+    address: str
+
+
+class RetireResult(TypedDict):
+    """``POST /taskcell/api/clusters/<id>/retire`` with ``{"worker": address}``: the pool's
+    worker retired, its results moved to other workers."""
+
+    worker: str
+
+
+class StartedCluster(TypedDict):
+    """``POST /taskcell/api/clusters``: the embedded cluster this server started."""
+
+    id: str
+    address: str
+
+
+class TaskOutput(TypedDict):
+    """``GET /taskcell/api/clusters/<id>/tasks/<key>/output``: what a cell printed and displayed
+    (as text, the last ``OUTPUT_LIMIT`` characters), and its error."""
+
+    key: str
+    worker: str | None
+    text: str
+    truncated: bool
+    error: str | None
 
 
 class ErrorBody(TypedDict):

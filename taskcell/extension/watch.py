@@ -8,8 +8,14 @@ scheduler that cannot be reached becomes a state (``unreachable``) retried every
 not an exception in a request.
 
 A watch nobody has asked about for :attr:`ClusterHub.idle_after` seconds is closed, so the
-server holds no connection to a cluster whose sidebar is closed. Its client also stops tasks for
-the sidebar (:meth:`ClusterWatch.cancel`).
+server holds no connection to a cluster whose sidebar is closed. Its client also acts for the
+sidebar (:meth:`ClusterWatch.connected`): it stops tasks, scales and stops the embedded cluster,
+retires pools' workers and reads a task's output (:mod:`taskcell.extension.control`).
+
+Each state carries the snapshot's view, computed here once per version with
+:mod:`taskcell.extension.views` (the tasks that ended while the watch ran, the dashboard through
+this server), and the scheduler's time as the server answers, from its clock's offset measured
+when the watch connected: the sidebar ticks durations from it.
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from taskcell.extension import control, views
 from taskcell.extension.clusters import cluster_id, normalize_address
-from taskcell.extension.payloads import ClusterState, LinkStatus
-from taskcell.planner.schema import Snapshot
+from taskcell.extension.payloads import ClusterControl, ClusterState, LinkStatus
+from taskcell.planner.schema import EndedTask, Snapshot
+from taskcell.planner.view import SnapshotView
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -62,13 +70,22 @@ class ClusterWatch:
         Seconds to wait for the scheduler before calling it unreachable.
     retry_every : float
         Seconds between attempts while it is unreachable.
+    started_here : callable
+        ``started_here(address)``: whether this server started the cluster at ``address``.
     """
 
     def __init__(
-        self, address: str, feed: Feed, *, connect_timeout: float = 5, retry_every: float = 3
+        self,
+        address: str,
+        feed: Feed,
+        *,
+        connect_timeout: float = 5,
+        retry_every: float = 3,
+        started_here: Callable[[str], bool] = lambda address: False,
     ) -> None:
         self.address = normalize_address(address)
         self.id = cluster_id(self.address)
+        self._started_here = started_here
         self.last_used = time.monotonic()
         self._feed = feed
         self._connect_timeout = connect_timeout
@@ -79,6 +96,10 @@ class ClusterWatch:
         self._handle: FeedHandle | None = None
         self._client: Client | None = None
         self._stale = False
+        self._offset = 0.0
+        self._embedded = False
+        self._ended: dict[str, EndedTask] = {}
+        self._view: tuple[int, SnapshotView | None] = (-1, None)
         self._version = 0
         self._updated = time.time()
         self._changed = asyncio.Event()
@@ -96,12 +117,26 @@ class ClusterWatch:
                 self._run(), name=f"taskcell-watch-{self.address}"
             )
 
+    @property
+    def dashboard(self) -> str | None:
+        """The Dask dashboard's own link, from the latest snapshot (None without one)."""
+        return self._snapshot["dashboard"] if self._snapshot is not None else None
+
+    def now(self) -> float:
+        """The scheduler's time now, as this server reads its clock."""
+        return time.time() + self._offset
+
     def state(self) -> ClusterState:
-        """The latest snapshot and how the link stands."""
+        """The latest snapshot, its view, and how the link stands."""
         self.last_used = time.monotonic()
-        if self._stale and self._handle is not None:
-            self._snapshot = self._handle.snapshot()
-            self._stale = False
+        self._refresh()
+        dashboard = views.proxied_dashboard(self.dashboard, self.id)
+        version, view = self._view
+        if version != self._version:
+            view = None
+            if self._snapshot is not None:
+                view = views.cluster_view(self._snapshot, self._ended, self.now(), dashboard)
+            self._view = (self._version, view)
         return ClusterState(
             id=self.id,
             address=self.address,
@@ -109,8 +144,26 @@ class ClusterWatch:
             message=self._message,
             version=self._version,
             updated=self._updated,
+            now=self.now(),
             snapshot=self._snapshot,
+            view=view,
+            dashboard=dashboard,
+            control=self.control(),
         )
+
+    def control(self) -> ClusterControl | None:
+        """What the sidebar may do to the cluster; None until connected."""
+        if self._status != "connected":
+            return None
+        here = self._started_here(self.address)
+        return ClusterControl(scalable=here or self._embedded, started_here=here)
+
+    def _refresh(self) -> None:
+        """Build the snapshot after pushed changes, keeping the tasks that ended meanwhile."""
+        if self._stale and self._handle is not None:
+            self._snapshot = self._handle.snapshot()
+            self._stale = False
+            views.merge_ended(self._ended, self._snapshot["recent"])
 
     async def changed(self, since: int | None, timeout: float) -> ClusterState:
         """The state once its version differs from ``since``, or after ``timeout`` seconds.
@@ -133,6 +186,19 @@ class ClusterWatch:
             state = await self.changed(state["version"], left)
         return state
 
+    def connected(self) -> Client:
+        """This watch's client, to act on the cluster through.
+
+        Raises
+        ------
+        ConnectionError
+            The watch is not connected to its scheduler.
+        """
+        client = self._client
+        if client is None or self._status != "connected":
+            raise ConnectionError(f"the server is not connected to the scheduler at {self.address}")
+        return client
+
     async def cancel(self, key: str, timeout: float) -> bool:
         """Stop the task ``key`` through this watch's client (see
         :func:`taskcell.runner.stopping.cancel_task`): True if it was running.
@@ -146,10 +212,7 @@ class ClusterWatch:
         """
         from taskcell.runner.stopping import cancel_task
 
-        client = self._client
-        if client is None or self._status != "connected":
-            raise ConnectionError(f"the server is not connected to the scheduler at {self.address}")
-        return await asyncio.wait_for(cancel_task(client, key), timeout)
+        return await asyncio.wait_for(cancel_task(self.connected(), key), timeout)
 
     async def close(self) -> None:
         """Stop the subscription and release anyone waiting on it."""
@@ -215,6 +278,18 @@ class ClusterWatch:
         return client
 
     @staticmethod
+    async def _embedded_info(client: Client) -> bool:
+        """Whether the cluster is an embedded cluster that scales and stops itself; False where
+        its scheduler refuses the control plugin (the sidebar then offers neither)."""
+        try:
+            return await control.info(client)
+        except (OSError, asyncio.TimeoutError):
+            raise
+        except Exception as e:  # a scheduler that cannot load it: the rest still works
+            log.warning("taskcell: no cluster control on %s: %r", client.scheduler.address, e)
+            return False
+
+    @staticmethod
     async def _discard(client: Client | None) -> None:
         """Close a client that never finished connecting (it would retry on its own)."""
         if client is not None:
@@ -224,9 +299,12 @@ class ClusterWatch:
     async def _follow(self, client: Client) -> None:
         self._client = client
         try:
+            self._offset = await control.scheduler_offset(client)
+            self._embedded = await self._embedded_info(client)
             self._handle = await self._feed(client, self._on_change)
             self._on_change()
             while client.status == "running" and not self._closed.is_set():
+                self._refresh()  # so the tasks that end are kept though nobody asks
                 await self._pause(LINK_CHECK)
             if not self._closed.is_set():
                 self._set("unreachable", f"lost the connection to the scheduler at {self.address}")
@@ -265,12 +343,14 @@ class ClusterHub:
         idle_after: float = 120,
         connect_timeout: float = 5,
         retry_every: float = 3,
+        started_here: Callable[[str], bool] = lambda address: False,
     ) -> None:
         self.feed = feed
         self.idle_after = idle_after
         self.options: dict[str, Any] = {
             "connect_timeout": connect_timeout,
             "retry_every": retry_every,
+            "started_here": started_here,
         }
         self._watches: dict[str, ClusterWatch] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -278,6 +358,10 @@ class ClusterHub:
     def statuses(self) -> dict[str, LinkStatus]:
         """Cluster id -> link status, for the clusters watched now."""
         return {cid: w.status for cid, w in self._watches.items()}
+
+    def find(self, cid: str) -> ClusterWatch | None:
+        """The watch of the cluster ``cid``, if one runs."""
+        return self._watches.get(cid)
 
     def watch(self, address: str) -> ClusterWatch:
         """The watch of ``address``, started if it was not running."""

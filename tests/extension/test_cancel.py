@@ -10,7 +10,7 @@ import uuid
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from taskcell.extension.cancelling import MAX_KEY
+from taskcell.extension.actions import MAX_KEY
 from taskcell.extension.clusters import cluster_id
 
 

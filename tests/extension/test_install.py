@@ -1,6 +1,7 @@
 """The two halves of the extension as ``pip install`` leaves them: one version, the server
 extension enabled, the prebuilt lab extension where JupyterLab looks for it; and the
-TypeScript unit tests, run with the rest of the suite."""
+TypeScript unit tests, eslint and prettier (the JupyterLab extension template's), run with the
+rest of the suite."""
 
 from __future__ import annotations
 
@@ -63,18 +64,31 @@ def test_jupyter_lists_the_server_extension_enabled():
     assert re.search(r"taskcell\.extension\s+OK", listing), listing
 
 
-@pytest.mark.slow
-def test_typescript_unit_tests_pass():
+def npm_run(script: str, tool: str) -> subprocess.CompletedProcess:
+    """``npm run <script>`` in the lab extension, skipped without Node or its packages."""
     npm = shutil.which("npm")
     if npm is None:
-        pytest.skip("the TypeScript unit tests need Node.js and npm")
-    if not (LABEXTENSION / "node_modules" / ".bin" / "vitest").exists():
+        pytest.skip("the lab extension's checks need Node.js and npm")
+    if not (LABEXTENSION / "node_modules" / ".bin" / tool).exists():
         pytest.skip("labextension/node_modules is missing: `pip install -e .` installs it")
-    done = subprocess.run(
-        [npm, "test", "--silent"],
+    return subprocess.run(
+        [npm, "run", "--silent", script],
         cwd=LABEXTENSION,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+@pytest.mark.slow
+def test_typescript_unit_tests_pass():
+    done = npm_run("test", "vitest")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_eslint_and_prettier_pass_as_the_extension_template_sets_them():
+    done = npm_run("lint:check", "eslint")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "warning" not in output, output

@@ -2,6 +2,7 @@
 // - taskcell/planner/schema.py
 // - taskcell/planner/amounts.py
 // - taskcell/planner/view.py
+// - taskcell/extension/payloads.py
 // Change it there and run that again.
 
 /** The pseudo-resource every worker has: its Dask threads, one held by each running task. */
@@ -243,11 +244,37 @@ export const WAITING_ROWS = 50;
 /** Characters of a kernel's id a pool's title shows, where two kernels have a pool of its name. */
 export const KERNEL_SHOWN = 8;
 
+/** Seconds of the past the timeline shows. */
+export const TIMELINE_SECONDS = 300;
+
+/** Most workers the timeline shows (those with tasks in it, by name); the rest are counted. */
+export const TIMELINE_ROWS = 30;
+
+/**
+ * The colours that tell cells apart on the timeline (Tableau 10: they read on light and dark
+ * themes alike).
+ */
+export const CELL_PALETTE: readonly string[] = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
+
 /** The legend's words for the solid part of a bar. */
 export const LEGEND_RUNNING = 'running';
 
 /** The legend's words for the hatched part of a bar. */
 export const LEGEND_ASSIGNED = 'assigned, waiting on the worker';
+
+/**
+ * Words that hold a duration growing with the clock: `"1m15s"`, `"12s ago"`.
+ *
+ * `text` is them as of the view's `now`; the sidebar writes `before`, the duration from
+ * `since` to its own (scheduler-clock) now as `duration` writes it, then `after`,
+ * every second. `since` is null for words that do not change (`text` alone then).
+ */
+export interface ITicking {
+  text: string;
+  since: number | null;
+  before: string;
+  after: string;
+}
 
 /** One resource as a bar: its amounts, the shares of the bar they fill, and their words. */
 export interface IBarView {
@@ -278,7 +305,7 @@ export interface ITaskView {
   /** "on <worker address>", or "queued" for a task no worker holds yet. */
   where: string;
   /** How long it has run, or waited: "1m15s". */
-  waited: string;
+  waited: ITicking;
   waiting_for: string | null;
 }
 
@@ -314,10 +341,60 @@ export interface IEndedView {
   key: string;
   name: string;
   state: EndState;
+  /**
+   * Where it ran: the worker's name where it is connected, else its address, else
+   * "never started".
+   */
+  worker: string;
   /** "gpu-box · 4.2s · peak 14.2 MiB · 12s ago": where, how long, its peak memory, when. */
-  detail: string;
+  detail: ITicking;
   /** The failed task's error in one line, else null. */
   error: string | null;
+}
+
+/** What the ended tasks can be filtered by: the values they hold, each sorted. */
+export interface IEndedFilters {
+  cells: string[];
+  workers: string[];
+  states: EndState[];
+}
+
+/** A task on the timeline: when it ran, from `start` to `end` (null: it runs now). */
+export interface ISpanView {
+  key: string;
+  name: string;
+  state: string;
+  start: number;
+  end: number | null;
+  /** Its cell's colour, an index into `CELL_PALETTE`. */
+  color: number;
+  /** Its tooltip: "cell-3 · finished · 4.2s". */
+  title: string;
+}
+
+/** One worker's tasks on the timeline, oldest first. */
+export interface ITimelineRow {
+  worker: string;
+  address: string;
+  spans: ISpanView[];
+}
+
+/** A cell on the timeline and its colour, for the legend. */
+export interface ICellColor {
+  name: string;
+  color: number;
+}
+
+/** Each worker's tasks over the last `seconds`, coloured by cell. */
+export interface ITimelineView {
+  seconds: number;
+  rows: ITimelineRow[];
+  /** The cells shown, by name. */
+  cells: ICellColor[];
+  /** "and 3 more workers" when not every worker with tasks is shown, else null. */
+  more: string | null;
+  /** "No task ran in the last 5 min." when none did, else null. */
+  note: string | null;
 }
 
 /** One resource's share held by running tasks over the last `STRIP_STEPS` steps. */
@@ -337,7 +414,9 @@ export interface IPoolWorkerView {
    * "starting for 12s (pid 4242)", "running", "idle 1m05s", "retiring", "retired",
    * "retired: the kernel closed", "failed: <why>".
    */
-  label: string;
+  label: ITicking;
+  /** Its worker's address once it is connected, else null. */
+  address: string | null;
   /** Its tooltip: what was started and its address, else its name. */
   title: string;
 }
@@ -345,6 +424,8 @@ export interface IPoolWorkerView {
 /** A pool of one kernel: its title, shape, counts and workers. */
 export interface IPoolView {
   name: string;
+  /** The id of the kernel whose pool it is. */
+  kernel: string;
   /** "a100x2 · slurm", and " · kernel 1f2e3d4c" where another kernel has an a100x2 too. */
   title: string;
   /** What its workers advertise: "CPU=8, MEMORY=32 GiB, GPU=2, GPU-A100=2". */
@@ -356,6 +437,8 @@ export interface IPoolView {
 
 /** A whole snapshot as it is shown. */
 export interface ISnapshotView {
+  /** The moment (Unix seconds, the scheduler's clock) its labels were written for. */
+  now: number;
   /** "2 workers · 1 running · 1 waiting on workers · 0 queued". */
   summary: string;
   totals: IBarView[];
@@ -374,6 +457,8 @@ export interface ISnapshotView {
   ended: IEndedView[];
   /** "Nothing has ended yet." when none has, else null. */
   ended_note: string | null;
+  ended_filters: IEndedFilters;
+  timeline: ITimelineView;
   /** One per resource of the totals, in their order. */
   strips: IStripView[];
   /** The link to the scheduler's Dask dashboard, or null. */
@@ -382,4 +467,139 @@ export interface ISnapshotView {
   pools_title: string;
   /** The pools kernels configured or started workers for; none: no pool section is shown. */
   pools: IPoolView[];
+}
+
+/** How the scheduler words a task no live worker can run (`taskcell.planner.plugin`). */
+export const _NO_LIVE_WORKER = 'no live worker can ever run it';
+
+/**
+ * connecting: the server is opening its subscription; connected: snapshots flow;
+ * unreachable: the scheduler cannot be reached (never started, gone, or the network), retried
+ * every few seconds while someone watches; error: the scheduler answered but the snapshot feed
+ * failed (the message says why).
+ */
+export type LinkStatus = 'connecting' | 'connected' | 'unreachable' | 'error';
+
+/**
+ * kernel: a kernel of this server recorded that it submits there; config: the extension's
+ * `scheduler_addresses` or Dask's `scheduler-address` configuration names it; server: this
+ * server started it from the sidebar (it stops with the server).
+ */
+export type ClusterSource = 'kernel' | 'config' | 'server';
+
+/** A session of this server whose kernel submits to the cluster. */
+export interface INotebookRef {
+  path: string;
+  name: string;
+  kernel_id: string;
+}
+
+/** One cluster in `GET /taskcell/api/clusters`. */
+export interface IClusterInfo {
+  id: string;
+  address: string;
+  sources: ClusterSource[];
+  notebooks: INotebookRef[];
+  kernels: string[];
+  /** null until someone has asked for this cluster's occupancy. */
+  status: LinkStatus | null;
+}
+
+/** ClusterList */
+export interface IClusterList {
+  clusters: IClusterInfo[];
+}
+
+/**
+ * What the sidebar may do to a cluster besides cancelling tasks and retiring pools' workers.
+ *
+ * `scalable`: taskcell started it (a kernel's embedded cluster, or one this server started),
+ * so it can be scaled and stopped; `started_here`: this server started it, and stops it when
+ * it stops.
+ */
+export interface IClusterControl {
+  scalable: boolean;
+  started_here: boolean;
+}
+
+/**
+ * `GET /taskcell/api/clusters/<id>`: the latest snapshot, how it is shown, and how the
+ * link stands.
+ *
+ * `version` grows by one with every change; `?since=<version>` waits for the next one.
+ * `now` is the scheduler's time as the server answered (from the offset of its clock,
+ * measured when it connected): the sidebar ticks the view's durations from it. `view` is the
+ * snapshot as the notebook panel shows it, with the server's own record of the tasks that
+ * ended while it watched; `dashboard` the Dask dashboard through this server, a path
+ * relative to its base URL (`taskcell/dashboard/<id>/status`; the view links to it too),
+ * else null.
+ */
+export interface IClusterState {
+  id: string;
+  address: string;
+  status: LinkStatus;
+  message: string | null;
+  version: number;
+  updated: number;
+  now: number;
+  snapshot: ISnapshot | null;
+  view: ISnapshotView | null;
+  dashboard: string | null;
+  control: IClusterControl | null;
+}
+
+/**
+ * `POST /taskcell/api/clusters/<id>/cancel`: the task stopped, and how.
+ *
+ * `was` running: it is interrupted on its worker and frees its resources when its process
+ * ends; waiting: it was cancelled before it started.
+ */
+export interface ICancelResult {
+  key: string;
+  was: 'running' | 'waiting';
+}
+
+/**
+ * `POST /taskcell/api/clusters/<id>/scale` with `{"workers": n}`: the workers the
+ * embedded cluster is asked to have now; they start or retire in the background.
+ */
+export interface IScaleResult {
+  workers: number;
+}
+
+/** `POST /taskcell/api/clusters/<id>/stop`: the cluster stopping. */
+export interface IStopResult {
+  address: string;
+}
+
+/**
+ * `POST /taskcell/api/clusters/<id>/retire` with `{"worker": address}`: the pool's
+ * worker retired, its results moved to other workers.
+ */
+export interface IRetireResult {
+  worker: string;
+}
+
+/** `POST /taskcell/api/clusters`: the embedded cluster this server started. */
+export interface IStartedCluster {
+  id: string;
+  address: string;
+}
+
+/**
+ * `GET /taskcell/api/clusters/<id>/tasks/<key>/output`: what a cell printed and displayed
+ * (as text, the last `OUTPUT_LIMIT` characters), and its error.
+ */
+export interface ITaskOutput {
+  key: string;
+  worker: string | null;
+  text: string;
+  truncated: boolean;
+  error: string | null;
+}
+
+/** Every 4xx/5xx body, as Jupyter's `APIHandler.write_error` writes it. */
+export interface IErrorBody {
+  message: string;
+  reason: string | null;
 }

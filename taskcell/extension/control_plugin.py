@@ -1,0 +1,91 @@
+"""The Jupyter server's eyes inside a scheduler: whether it is taskcell's embedded cluster, and
+what a task printed, from the scheduler's event log.
+
+:class:`ControlPlugin` is registered by the server's client of each cluster it watches
+(:mod:`taskcell.extension.control`), by value, so a scheduler without taskcell installed loads
+it; it uses the standard library and distributed alone. It adds two scheduler handlers:
+
+- ``taskcell_control_info``: whether the scheduler serves :data:`SCALE` and :data:`STOP`, the
+  handlers with which taskcell's embedded cluster (:mod:`taskcell.cluster.embedded`) scales and
+  stops itself; the sidebar offers both only then;
+- ``taskcell_task_output``: what a cell printed, displayed and raised, from the events its
+  worker logged on its kernel's topic (the scheduler keeps the last
+  ``distributed.admin.low-level-log-length`` of each topic, while the kernel is connected).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
+
+PLUGIN_NAME = "taskcell-control"
+#: Bumped when the handlers change, so a server replaces an older plugin.
+VERSION = 2
+#: The embedded cluster's handler ``(n) -> {"workers": n}``: start or retire workers until it
+#: has ``n`` (new ones like the first, idle ones retired first).
+SCALE = "taskcell_embedded_scale"
+#: The embedded cluster's handler ``() -> {}``: end the cluster, and its process, after
+#: answering; the kernel that started it starts a new one at its next ``%%task``.
+STOP = "taskcell_embedded_stop"
+#: Most characters of output a reply carries (the last ones).
+OUTPUT_LIMIT = 1 << 20
+
+
+class ControlPlugin(SchedulerPlugin):
+    """Tell the Jupyter server what it may do to this cluster, and what a task printed."""
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self) -> None:
+        self.scheduler: Scheduler | None = None
+
+    async def start(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        scheduler.handlers.update(
+            {"taskcell_control_info": self.handle_info, "taskcell_task_output": self.handle_output}
+        )
+
+    def handle_info(self) -> dict:
+        assert self.scheduler is not None
+        handlers = self.scheduler.handlers
+        return {"v": VERSION, "embedded": SCALE in handlers and STOP in handlers}
+
+    # -- a task's output -------------------------------------------------------------------
+
+    def handle_output(self, key: str) -> dict:
+        """What the cell ``key`` printed and displayed (as text), what it raised, and where it
+        ran."""
+        assert self.scheduler is not None
+        parts: list[str] = []
+        found, worker, error = False, None, None
+        for log in self.scheduler.get_events().values():
+            for _, msg in log:
+                if not isinstance(msg, dict) or msg.get("key") != key:
+                    continue
+                kind = msg.get("kind")
+                if kind == "started":
+                    found, worker = True, msg.get("worker")
+                elif kind == "stream":
+                    parts.append(str(msg.get("text", "")))
+                elif kind == "display":
+                    data = msg.get("data") or {}
+                    parts.append(str(data.get("text/plain", "")) + "\n")
+                elif kind == "failed":
+                    error = msg.get("error")
+        ts = self.scheduler.tasks.get(key)
+        if ts is not None and ts.exception_text:
+            error = ts.exception_text
+        text = "".join(parts)
+        return {
+            "v": VERSION,
+            "found": found or bool(parts) or error is not None,
+            "worker": worker,
+            "text": text[-OUTPUT_LIMIT:],
+            "truncated": len(text) > OUTPUT_LIMIT,
+            "raised": error,
+        }
