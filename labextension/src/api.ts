@@ -1,67 +1,24 @@
 /**
- * The JSON of `/taskcell/api/`, one interface per payload.
+ * The JSON of `/taskcell/api/`, and what the sidebar needs from the server.
  *
- * The snapshot and the planner's answer are generated from `taskcell/planner/schema.py` into
- * `snapshot.ts` and re-exported here; the rest mirrors `taskcell/extension/payloads.py`
- * (change them together).
+ * Every payload is generated from the Python that writes it (`generated.ts`, `make generate`):
+ * the snapshot (`taskcell/planner/schema.py`), its view (`taskcell/planner/view.py`) and the
+ * REST bodies (`taskcell/extension/payloads.py`). Only the requests the browser writes, and the
+ * client's interface, are declared here.
  */
-import type { ISnapshot, ISuggestionInfo } from './snapshot';
-
-export type {
-  IEndedTask,
-  IResourceUse,
-  ISnapshot,
+import type {
+  ICancelResult,
+  IClusterList,
+  IClusterState,
+  IRetireResult,
+  IScaleResult,
+  IStartedCluster,
+  IStopResult,
   ISuggestionInfo,
-  ITaskInfo,
-  IUsageStrip,
-  IWorkerSnapshot,
-  IWorkerVerdict,
-  EndState,
-  TaskState
-} from './snapshot';
+  ITaskOutput
+} from './generated';
 
-/** How the server's one subscription to a scheduler stands. */
-export type LinkStatus = 'connecting' | 'connected' | 'unreachable' | 'error';
-
-export interface INotebookRef {
-  path: string;
-  name: string;
-  kernel_id: string;
-}
-
-export interface IClusterInfo {
-  id: string;
-  address: string;
-  sources: Array<'kernel' | 'config'>;
-  notebooks: INotebookRef[];
-  kernels: string[];
-  status: LinkStatus | null;
-}
-
-export interface IClusterList {
-  clusters: IClusterInfo[];
-}
-
-/** `GET /taskcell/api/clusters/<id>`; `?since=<version>` waits for the next version. */
-export interface IClusterState {
-  id: string;
-  address: string;
-  status: LinkStatus;
-  message: string | null;
-  version: number;
-  updated: number;
-  snapshot: ISnapshot | null;
-}
-
-/**
- * `POST /taskcell/api/clusters/<id>/cancel` with `{key}`: the task stopped, and how. `was`
- * running: interrupted on its worker, its resources freed when its process ends; waiting:
- * cancelled before it started.
- */
-export interface ICancelResult {
-  key: string;
-  was: 'running' | 'waiting';
-}
+export * from './generated';
 
 export interface IProfile {
   name: string;
@@ -74,17 +31,15 @@ export interface IPlannerChoices {
   default_profile: string;
 }
 
-/** `POST /taskcell/api/planner`. */
+/**
+ * `POST /taskcell/api/planner`: `size` a quantity, a number of bytes, or paths and globs
+ * relative to `notebook`'s folder.
+ */
 export interface ISuggestionRequest {
-  size: string;
+  size: string | number;
   profile: string;
   cluster?: string;
-}
-
-/** Every 4xx/5xx body. */
-export interface IErrorBody {
-  message: string;
-  reason: string | null;
+  notebook?: string;
 }
 
 /** What the sidebar needs from the server; `client.ts` implements it over HTTP. */
@@ -96,13 +51,25 @@ export interface IResourcesClient {
     timeout: number,
     signal?: AbortSignal
   ): Promise<IClusterState>;
+  start(): Promise<IStartedCluster>;
   cancel(id: string, key: string): Promise<ICancelResult>;
+  scale(id: string, workers: number): Promise<IScaleResult>;
+  stop(id: string): Promise<IStopResult>;
+  retire(id: string, worker: string): Promise<IRetireResult>;
+  output(id: string, key: string): Promise<ITaskOutput>;
   plannerChoices(): Promise<IPlannerChoices>;
   suggest(request: ISuggestionRequest): Promise<ISuggestionInfo>;
 }
 
 /** Where an exported module runs (`TARGETS` in `taskcell/export/__init__.py`). */
 export type ExportTarget = 'dask' | 'flyte' | 'latch';
+
+/** The targets, in the order offered. */
+export const EXPORT_TARGETS: readonly ExportTarget[] = [
+  'dask',
+  'flyte',
+  'latch'
+];
 
 /** `POST /taskcell/api/export`: a notebook, named as the contents API names it. */
 export interface IExportRequest {

@@ -8,15 +8,40 @@ import type {
   IErrorBody,
   IPlannerChoices,
   IResourcesClient,
+  IRetireResult,
+  IScaleResult,
+  IStartedCluster,
+  IStopResult,
   ISuggestionInfo,
-  ISuggestionRequest
+  ISuggestionRequest,
+  ITaskOutput
 } from './api';
+
+/** Read a JSON reply; a 4xx/5xx becomes a `ResponseError` carrying the server's message. */
+export async function readReply<T>(response: Response): Promise<T> {
+  const text = await response.text();
+  let data: unknown = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = { message: text, reason: null };
+    }
+  }
+  if (!response.ok) {
+    const message = (data as IErrorBody | null)?.message ?? response.statusText;
+    throw new ServerConnection.ResponseError(response, message);
+  }
+  return data as T;
+}
 
 /** The REST API through Jupyter's own connection settings (token, XSRF, base URL). */
 export class ResourcesClient implements IResourcesClient {
   constructor(settings?: ServerConnection.ISettings) {
-    this._settings = settings ?? ServerConnection.makeSettings();
+    this.settings = settings ?? ServerConnection.makeSettings();
   }
+
+  readonly settings: ServerConnection.ISettings;
 
   clusters(): Promise<IClusterList> {
     return this._request<IClusterList>('clusters');
@@ -32,15 +57,34 @@ export class ResourcesClient implements IResourcesClient {
     if (since !== null) {
       query.since = String(since);
     }
-    const path = `clusters/${encodeURIComponent(id)}${URLExt.objectToQueryString(query)}`;
+    const path = `${this._cluster(id)}${URLExt.objectToQueryString(query)}`;
     return this._request<IClusterState>(path, { signal });
   }
 
+  start(): Promise<IStartedCluster> {
+    return this._post<IStartedCluster>('clusters', {});
+  }
+
   cancel(id: string, key: string): Promise<ICancelResult> {
-    return this._request<ICancelResult>(`clusters/${encodeURIComponent(id)}/cancel`, {
-      method: 'POST',
-      body: JSON.stringify({ key })
-    });
+    return this._post<ICancelResult>(`${this._cluster(id)}/cancel`, { key });
+  }
+
+  scale(id: string, workers: number): Promise<IScaleResult> {
+    return this._post<IScaleResult>(`${this._cluster(id)}/scale`, { workers });
+  }
+
+  stop(id: string): Promise<IStopResult> {
+    return this._post<IStopResult>(`${this._cluster(id)}/stop`, {});
+  }
+
+  retire(id: string, worker: string): Promise<IRetireResult> {
+    return this._post<IRetireResult>(`${this._cluster(id)}/retire`, { worker });
+  }
+
+  output(id: string, key: string): Promise<ITaskOutput> {
+    return this._request<ITaskOutput>(
+      `${this._cluster(id)}/tasks/${encodeURIComponent(key)}/output`
+    );
   }
 
   plannerChoices(): Promise<IPlannerChoices> {
@@ -48,38 +92,31 @@ export class ResourcesClient implements IResourcesClient {
   }
 
   suggest(request: ISuggestionRequest): Promise<ISuggestionInfo> {
-    return this._request<ISuggestionInfo>('planner', {
+    return this._post<ISuggestionInfo>('planner', request);
+  }
+
+  private _cluster(id: string): string {
+    return `clusters/${encodeURIComponent(id)}`;
+  }
+
+  private _post<T>(path: string, body: object): Promise<T> {
+    return this._request<T>(path, {
       method: 'POST',
-      body: JSON.stringify(request)
+      body: JSON.stringify(body)
     });
   }
 
   private async _request<T>(path: string, init: RequestInit = {}): Promise<T> {
-    const url = URLExt.join(this._settings.baseUrl, 'taskcell', 'api', path);
+    const url = URLExt.join(this.settings.baseUrl, 'taskcell', 'api', path);
     let response: Response;
     try {
-      response = await ServerConnection.makeRequest(url, init, this._settings);
+      response = await ServerConnection.makeRequest(url, init, this.settings);
     } catch (error) {
       if ((error as Error).name === 'AbortError') {
         throw error;
       }
       throw new ServerConnection.NetworkError(error as TypeError);
     }
-    const text = await response.text();
-    let data: unknown = null;
-    if (text) {
-      try {
-        data = JSON.parse(text);
-      } catch {
-        data = { message: text, reason: null };
-      }
-    }
-    if (!response.ok) {
-      const message = (data as IErrorBody | null)?.message ?? response.statusText;
-      throw new ServerConnection.ResponseError(response, message);
-    }
-    return data as T;
+    return readReply<T>(response);
   }
-
-  private _settings: ServerConnection.ISettings;
 }

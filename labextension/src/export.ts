@@ -4,18 +4,33 @@
  * it. A file there that taskcell did not write is replaced only once the user says so. The
  * command is in the palette and on every notebook's toolbar; see `exportPlugin` in index.ts.
  */
-import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import {
+  Dialog,
+  Notification,
+  showDialog,
+  showErrorMessage
+} from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
 import type { IDocumentManager } from '@jupyterlab/docmanager';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
-import type { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import type {
+  INotebookModel,
+  INotebookTracker,
+  NotebookPanel
+} from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { LabIcon, ToolbarButton } from '@jupyterlab/ui-components';
 import type { CommandRegistry } from '@lumino/commands';
 import type { IDisposable } from '@lumino/disposable';
 import { Widget } from '@lumino/widgets';
 
-import type { ExportTarget, IErrorBody, IExportRequest, IExportResult } from './api';
+import {
+  EXPORT_TARGETS,
+  type ExportTarget,
+  type IExportRequest,
+  type IExportResult
+} from './api';
+import { readReply } from './client';
 
 export const EXPORT_COMMAND = 'taskcell:export-notebook';
 export const EXPORT_LABEL = 'Export notebook to workflow module';
@@ -27,7 +42,10 @@ const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 
   </g>
 </svg>`;
 
-export const exportIcon = new LabIcon({ name: 'taskcell:export', svgstr: ICON_SVG });
+export const exportIcon = new LabIcon({
+  name: 'taskcell:export',
+  svgstr: ICON_SVG
+});
 
 /**
  * Ask the server to export a notebook; resolves to the module it wrote.
@@ -42,18 +60,56 @@ export async function exportNotebook(
   const url = URLExt.join(settings.baseUrl, 'taskcell', 'api', 'export');
   const init: RequestInit = { method: 'POST', body: JSON.stringify(request) };
   const response = await ServerConnection.makeRequest(url, init, settings);
-  const text = await response.text();
-  let data: unknown = null;
-  try {
-    data = text ? JSON.parse(text) : null;
-  } catch {
-    data = { message: text, reason: null };
+  return readReply<IExportResult>(response);
+}
+
+/** What each target writes, as the dialog offers it. */
+export const TARGET_LABELS: Record<ExportTarget, string> = {
+  dask: 'Dask: runs as python analysis.py, with the notebook’s results',
+  flyte: 'Flyte 2: a flyte.TaskEnvironment per request',
+  latch: 'Latch: a @workflow latch register can register'
+};
+
+/** A select of the targets, for the dialog's body, `chosen` selected. */
+class TargetChoice extends Widget {
+  constructor(chosen: ExportTarget) {
+    super({ node: document.createElement('label') });
+    this.addClass('jp-taskcell-export-target');
+    this.node.textContent = 'Target ';
+    this._select = document.createElement('select');
+    this._select.className = 'jp-mod-styled';
+    for (const target of EXPORT_TARGETS) {
+      const option = document.createElement('option');
+      option.value = target;
+      option.textContent = TARGET_LABELS[target];
+      option.selected = target === chosen;
+      this._select.append(option);
+    }
+    this.node.append(this._select);
   }
-  if (!response.ok) {
-    const message = (data as IErrorBody | null)?.message ?? response.statusText;
-    throw new ServerConnection.ResponseError(response, message);
+
+  getValue(): ExportTarget {
+    return this._select.value as ExportTarget;
   }
-  return data as IExportResult;
+
+  private _select: HTMLSelectElement;
+}
+
+let lastTarget: ExportTarget = 'dask';
+
+/** Ask which target to export to (the last one chosen first); null when the user cancels. */
+export async function chooseTarget(): Promise<ExportTarget | null> {
+  const answer = await showDialog<ExportTarget>({
+    title: EXPORT_LABEL,
+    body: new TargetChoice(lastTarget),
+    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Export' })],
+    defaultButton: 1
+  });
+  if (!answer.button.accept || answer.value === null) {
+    return null;
+  }
+  lastTarget = answer.value;
+  return answer.value;
 }
 
 /** What an export needs of a notebook: its document context. */
@@ -65,7 +121,10 @@ export interface IExportSource {
 }
 
 /** What an export needs of JupyterLab's document manager. */
-export type IModuleOpener = Pick<IDocumentManager, 'findWidget' | 'openOrReveal'>;
+export type IModuleOpener = Pick<
+  IDocumentManager,
+  'findWidget' | 'openOrReveal'
+>;
 
 /**
  * Export, and when the server refuses to replace a file taskcell did not write (409), ask the
@@ -80,7 +139,10 @@ export async function exportAsking(
   try {
     return await exportNotebook(request, settings);
   } catch (error) {
-    if (!(error instanceof ServerConnection.ResponseError) || error.response.status !== 409) {
+    if (
+      !(error instanceof ServerConnection.ResponseError) ||
+      error.response.status !== 409
+    ) {
       throw error;
     }
   }
@@ -90,7 +152,10 @@ export async function exportAsking(
     body:
       `${module} exists and was not written by taskcell. ` +
       'Replace it with the workflow module? Its contents will be lost.',
-    buttons: [Dialog.cancelButton({ label: 'Keep it' }), Dialog.warnButton({ label: 'Replace' })],
+    buttons: [
+      Dialog.cancelButton({ label: 'Keep it' }),
+      Dialog.warnButton({ label: 'Replace' })
+    ],
     defaultButton: 0 // Enter keeps the file
   });
   if (!answer.button.accept) {
@@ -140,24 +205,29 @@ export async function exportAndOpen(
 function report(result: IExportResult): void {
   const count = result.warnings.length;
   if (count === 0) {
-    Notification.success(`Exported the workflow module ${result.path}`, { autoClose: 4000 });
+    Notification.success(`Exported the workflow module ${result.path}`, {
+      autoClose: 4000
+    });
     return;
   }
   const cells = count === 1 ? 'one cell part' : `${count} cell parts`;
-  Notification.warning(`Exported ${result.path}; ${cells} kept only as comments`, {
-    autoClose: false,
-    actions: [
-      {
-        label: 'Show details',
-        callback: () =>
-          void showDialog({
-            title: `Kept as comments in ${result.path}`,
-            body: warningList(result.warnings),
-            buttons: [Dialog.okButton()]
-          })
-      }
-    ]
-  });
+  Notification.warning(
+    `Exported ${result.path}; ${cells} kept only as comments`,
+    {
+      autoClose: false,
+      actions: [
+        {
+          label: 'Show details',
+          callback: () =>
+            void showDialog({
+              title: `Kept as comments in ${result.path}`,
+              body: warningList(result.warnings),
+              buttons: [Dialog.okButton()]
+            })
+        }
+      ]
+    }
+  );
 }
 
 function warningList(warnings: string[]): Widget {
@@ -172,7 +242,10 @@ function warningList(warnings: string[]): Widget {
 }
 
 /** The notebook a command call means: the one named by `args.path`, else the current one. */
-function notebookFor(tracker: INotebookTracker, path: unknown): NotebookPanel | null {
+function notebookFor(
+  tracker: INotebookTracker,
+  path: unknown
+): NotebookPanel | null {
   if (typeof path === 'string') {
     return tracker.find(panel => panel.context.path === path) ?? null;
   }
@@ -181,7 +254,8 @@ function notebookFor(tracker: INotebookTracker, path: unknown): NotebookPanel | 
 
 /**
  * Add `taskcell:export-notebook`. Arguments, both optional: `path`, the notebook's path (the
- * current notebook when left out), and `target`, `'dask'` (default), `'flyte'` or `'latch'`.
+ * current notebook when left out), and `target`, `'dask'`, `'flyte'` or `'latch'` (asked for in
+ * a dialog when left out).
  */
 export function addExportCommand(
   commands: CommandRegistry,
@@ -191,7 +265,8 @@ export function addExportCommand(
   const running = new Set<NotebookPanel>();
   return commands.addCommand(EXPORT_COMMAND, {
     label: EXPORT_LABEL,
-    caption: "Write the notebook's workflow module (.py) beside it, then open it",
+    caption:
+      "Write the notebook's workflow module (.py) beside it, then open it",
     icon: exportIcon,
     isEnabled: args => notebookFor(tracker, args.path) !== null,
     execute: async args => {
@@ -199,7 +274,13 @@ export function addExportCommand(
       if (!panel || running.has(panel)) {
         return null;
       }
-      const target = typeof args.target === 'string' ? (args.target as ExportTarget) : 'dask';
+      const target =
+        typeof args.target === 'string'
+          ? (args.target as ExportTarget)
+          : await chooseTarget();
+      if (target === null) {
+        return null;
+      }
       running.add(panel);
       try {
         return await exportAndOpen(panel, docManager, target);
@@ -211,9 +292,10 @@ export function addExportCommand(
 }
 
 /** The command's button on every notebook's toolbar. */
-export class ExportButtonExtension
-  implements DocumentRegistry.IWidgetExtension<NotebookPanel, INotebookModel>
-{
+export class ExportButtonExtension implements DocumentRegistry.IWidgetExtension<
+  NotebookPanel,
+  INotebookModel
+> {
   constructor(commands: CommandRegistry) {
     this._commands = commands;
   }
@@ -224,7 +306,10 @@ export class ExportButtonExtension
       icon: exportIcon,
       tooltip: EXPORT_LABEL,
       // The path at the time of the click: the notebook may have been renamed.
-      onClick: () => void this._commands.execute(EXPORT_COMMAND, { path: panel.context.path })
+      onClick: () =>
+        void this._commands.execute(EXPORT_COMMAND, {
+          path: panel.context.path
+        })
     });
     const name = 'taskcell-export';
     if (!panel.toolbar.insertAfter('cellType', name, button)) {

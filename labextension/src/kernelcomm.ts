@@ -37,9 +37,14 @@ function onComm(panel: NotebookPanel): (comm: Kernel.IComm) => void {
 /** Answer the taskcell comm on this notebook's kernel, now and after every kernel change. */
 export function answerTaskcellComm(panel: NotebookPanel): void {
   const register = (): void => {
-    panel.sessionContext.session?.kernel?.registerCommTarget(COMM_TARGET, onComm(panel));
+    panel.sessionContext.session?.kernel?.registerCommTarget(
+      COMM_TARGET,
+      onComm(panel)
+    );
   };
   panel.sessionContext.kernelChanged.connect(register);
   void panel.sessionContext.ready.then(register);
-  panel.disposed.connect(() => panel.sessionContext.kernelChanged.disconnect(register));
+  panel.disposed.connect(() =>
+    panel.sessionContext.kernelChanged.disconnect(register)
+  );
 }

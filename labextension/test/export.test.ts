@@ -2,6 +2,7 @@
 import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { CommandRegistry } from '@lumino/commands';
+import type { Widget } from '@lumino/widgets';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 import type { IExportResult } from '../src/api';
@@ -82,9 +83,16 @@ function scriptedServer(replies: Array<[number, unknown]>, log: string[] = []) {
     });
     log.push('POST');
     const payload = typeof body === 'string' ? body : JSON.stringify(body);
-    return new Response(payload, { status, statusText: status === 200 ? 'OK' : 'Bad Request' });
+    return new Response(payload, {
+      status,
+      statusText: status === 200 ? 'OK' : 'Bad Request'
+    });
   };
-  const settings = ServerConnection.makeSettings({ baseUrl: BASE, token: 'secret', fetch });
+  const settings = ServerConnection.makeSettings({
+    baseUrl: BASE,
+    token: 'secret',
+    fetch
+  });
   return { settings, sent };
 }
 
@@ -96,20 +104,29 @@ describe('exportNotebook', () => {
   it('POSTs the path and target as JSON to /taskcell/api/export with the credentials', async () => {
     document.cookie = '_xsrf=xsrf-value';
     const { settings, sent } = fakeServer(200, WRITTEN);
-    const result = await exportNotebook({ path: 'work/04-export.ipynb', target: 'dask' }, settings);
+    const result = await exportNotebook(
+      { path: 'work/04-export.ipynb', target: 'dask' },
+      settings
+    );
     expect(result).toEqual(WRITTEN);
     expect(sent).toHaveLength(1);
     expect(sent[0].url.split('?')[0]).toBe(`${BASE}taskcell/api/export`);
     expect(sent[0].method).toBe('POST');
-    expect(sent[0].body).toEqual({ path: 'work/04-export.ipynb', target: 'dask' });
+    expect(sent[0].body).toEqual({
+      path: 'work/04-export.ipynb',
+      target: 'dask'
+    });
     expect(sent[0].headers.get('Authorization')).toBe('token secret');
     expect(sent[0].headers.get('X-XSRFToken')).toBe('xsrf-value');
   });
 
   it("rejects with the server's message, which names the cell", async () => {
-    const message = 'cannot export bad.ipynb: cell 2 (%%task --cpu lots): --cpu ...';
+    const message =
+      'cannot export bad.ipynb: cell 2 (%%task --cpu lots): --cpu ...';
     const { settings } = fakeServer(400, { message, reason: null });
-    const error = await exportNotebook({ path: 'bad.ipynb' }, settings).catch(e => e);
+    const error = await exportNotebook({ path: 'bad.ipynb' }, settings).catch(
+      e => e
+    );
     expect(error).toBeInstanceOf(ServerConnection.ResponseError);
     expect(error.message).toBe(message);
     expect(error.response.status).toBe(400);
@@ -117,7 +134,9 @@ describe('exportNotebook', () => {
 
   it('rejects with the body as the message when it is not JSON', async () => {
     const { settings } = fakeServer(502, 'upstream went away');
-    const error = await exportNotebook({ path: 'nb.ipynb' }, settings).catch(e => e);
+    const error = await exportNotebook({ path: 'nb.ipynb' }, settings).catch(
+      e => e
+    );
     expect(error).toBeInstanceOf(ServerConnection.ResponseError);
     expect(error.message).toBe('upstream went away');
   });
@@ -134,7 +153,10 @@ function fakeNotebook(dirty: boolean, log: string[]) {
     }
   };
   const editor = {
-    context: { model: { dirty: false }, revert: vi.fn(async () => void log.push('revert')) }
+    context: {
+      model: { dirty: false },
+      revert: vi.fn(async () => void log.push('revert'))
+    }
   };
   const docs = {
     open: null as typeof editor | null,
@@ -156,12 +178,20 @@ describe('exportAndOpen', () => {
     const log: string[] = [];
     const { source, docs } = fakeNotebook(true, log);
     const { settings, sent } = fakeServer(200, WRITTEN, log);
-    expect(await exportAndOpen(source, docs, 'dask', settings)).toEqual(WRITTEN);
+    expect(await exportAndOpen(source, docs, 'dask', settings)).toEqual(
+      WRITTEN
+    );
     expect(log).toEqual(['save', 'POST', 'open work/04-export.py']);
-    expect(sent[0].body).toEqual({ path: 'work/04-export.ipynb', target: 'dask' });
-    expect(ui.success).toHaveBeenCalledWith('Exported the workflow module work/04-export.py', {
-      autoClose: 4000
+    expect(sent[0].body).toEqual({
+      path: 'work/04-export.ipynb',
+      target: 'dask'
     });
+    expect(ui.success).toHaveBeenCalledWith(
+      'Exported the workflow module work/04-export.py',
+      {
+        autoClose: 4000
+      }
+    );
     expect(ui.showErrorMessage).not.toHaveBeenCalled();
   });
 
@@ -180,7 +210,12 @@ describe('exportAndOpen', () => {
     const { source, docs, editor } = fakeNotebook(false, log);
     editor.context.model.dirty = true;
     docs.open = editor;
-    await exportAndOpen(source, docs, 'dask', fakeServer(200, WRITTEN, log).settings);
+    await exportAndOpen(
+      source,
+      docs,
+      'dask',
+      fakeServer(200, WRITTEN, log).settings
+    );
     expect(log).toEqual(['POST', 'open work/04-export.py']);
   });
 
@@ -195,10 +230,14 @@ describe('exportAndOpen', () => {
     expect(ui.success).not.toHaveBeenCalled();
     expect(ui.warning).toHaveBeenCalledTimes(1);
     const [message, options] = ui.warning.mock.calls[0];
-    expect(message).toBe('Exported work/04-export.py; one cell part kept only as comments');
+    expect(message).toBe(
+      'Exported work/04-export.py; one cell part kept only as comments'
+    );
     options.actions[0].callback(new MouseEvent('click'));
     const shown = ui.showDialog.mock.calls[0][0];
-    expect(shown.body.node.textContent).toBe(warnings[0].replace('taskcell: ', ''));
+    expect(shown.body.node.textContent).toBe(
+      warnings[0].replace('taskcell: ', '')
+    );
   });
 
   it('asks before replacing a file taskcell did not write, then replaces it', async () => {
@@ -213,7 +252,9 @@ describe('exportAndOpen', () => {
       log
     );
     ui.showDialog.mockResolvedValueOnce({ button: { accept: true } });
-    expect(await exportAndOpen(source, docs, 'dask', settings)).toEqual(replaced);
+    expect(await exportAndOpen(source, docs, 'dask', settings)).toEqual(
+      replaced
+    );
     expect(log).toEqual(['POST', 'POST', 'open work/04-export.py']);
     expect(sent.map(s => s.body)).toEqual([
       { path: 'work/04-export.ipynb', target: 'dask' },
@@ -221,8 +262,13 @@ describe('exportAndOpen', () => {
     ]);
     const asked = ui.showDialog.mock.calls[0][0];
     expect(asked.title).toBe('Replace?');
-    expect(asked.body).toContain('work/04-export.py exists and was not written by taskcell');
-    expect(asked.buttons.map((b: { label: string }) => b.label)).toEqual(['Keep it', 'Replace']);
+    expect(asked.body).toContain(
+      'work/04-export.py exists and was not written by taskcell'
+    );
+    expect(asked.buttons.map((b: { label: string }) => b.label)).toEqual([
+      'Keep it',
+      'Replace'
+    ]);
     expect(ui.showErrorMessage).not.toHaveBeenCalled();
   });
 
@@ -240,7 +286,8 @@ describe('exportAndOpen', () => {
   it('shows an error in a dialog and opens nothing', async () => {
     const log: string[] = [];
     const { source, docs } = fakeNotebook(false, log);
-    const message = 'cannot export 04-export.ipynb: cell 2 (%%task --cpu lots): --cpu ...';
+    const message =
+      'cannot export 04-export.ipynb: cell 2 (%%task --cpu lots): --cpu ...';
     const { settings } = fakeServer(400, { message, reason: null }, log);
     expect(await exportAndOpen(source, docs, 'dask', settings)).toBeNull();
     expect(log).toEqual(['POST']);
@@ -256,35 +303,93 @@ describe('the taskcell:export-notebook command', () => {
     const panels = current ? [current] : [];
     return {
       currentWidget: current,
-      find: (fn: (p: NotebookPanel) => boolean) => panels.find(p => fn(p as NotebookPanel))
+      find: (fn: (p: NotebookPanel) => boolean) =>
+        panels.find(p => fn(p as NotebookPanel))
     } as unknown as INotebookTracker;
   }
 
   it('is labelled, and disabled without a notebook', () => {
     const commands = new CommandRegistry();
     addExportCommand(commands, tracker(null), fakeNotebook(false, []).docs);
-    expect(commands.label(EXPORT_COMMAND)).toBe('Export notebook to workflow module');
+    expect(commands.label(EXPORT_COMMAND)).toBe(
+      'Export notebook to workflow module'
+    );
     expect(commands.isEnabled(EXPORT_COMMAND)).toBe(false);
   });
 
   it('exports the notebook named by path= to the target= asked for', async () => {
-    const fetch = vi.fn(async () => new Response(JSON.stringify({ ...WRITTEN, target: 'flyte' })));
+    const fetch = vi.fn(
+      async () => new Response(JSON.stringify({ ...WRITTEN, target: 'flyte' }))
+    );
     const settings = ServerConnection.makeSettings({ baseUrl: BASE, fetch });
-    const spy = vi.spyOn(ServerConnection, 'makeSettings').mockReturnValue(settings);
+    const spy = vi
+      .spyOn(ServerConnection, 'makeSettings')
+      .mockReturnValue(settings);
     try {
       const { raw, docs } = fakeNotebook(false, []);
-      const panel = { ...raw, context: { ...raw.context, path: 'RTC:work/04-export.ipynb' } };
+      const panel = {
+        ...raw,
+        context: { ...raw.context, path: 'RTC:work/04-export.ipynb' }
+      };
       const commands = new CommandRegistry();
-      addExportCommand(commands, tracker(panel as unknown as NotebookPanel), docs);
+      addExportCommand(
+        commands,
+        tracker(panel as unknown as NotebookPanel),
+        docs
+      );
       const args = { path: 'RTC:work/04-export.ipynb', target: 'flyte' };
       expect(commands.isEnabled(EXPORT_COMMAND, args)).toBe(true);
-      expect(commands.isEnabled(EXPORT_COMMAND, { path: 'other.ipynb' })).toBe(false);
+      expect(commands.isEnabled(EXPORT_COMMAND, { path: 'other.ipynb' })).toBe(
+        false
+      );
       await commands.execute(EXPORT_COMMAND, args);
       const request = (fetch.mock.calls[0] as unknown[])[0] as Request;
-      expect(await request.json()).toEqual({ path: 'work/04-export.ipynb', target: 'flyte' });
+      expect(await request.json()).toEqual({
+        path: 'work/04-export.ipynb',
+        target: 'flyte'
+      });
       expect(docs.openOrReveal).toHaveBeenCalledWith('work/04-export.py');
     } finally {
       spy.mockRestore();
+    }
+  });
+
+  it('asks which target when none is named, and exports to the one chosen', async () => {
+    const fetch = vi.fn(
+      async () => new Response(JSON.stringify({ ...WRITTEN, target: 'latch' }))
+    );
+    const settings = ServerConnection.makeSettings({ baseUrl: BASE, fetch });
+    const spy = vi
+      .spyOn(ServerConnection, 'makeSettings')
+      .mockReturnValue(settings);
+    const offered: string[][] = [];
+    ui.showDialog.mockImplementation(async (options: { body: Widget }) => {
+      const select = options.body.node.querySelector('select')!;
+      offered.push([...select.options].map(o => o.value));
+      return { button: { accept: true }, value: 'latch' };
+    });
+    try {
+      const { raw, docs } = fakeNotebook(false, []);
+      const commands = new CommandRegistry();
+      addExportCommand(
+        commands,
+        tracker(raw as unknown as NotebookPanel),
+        docs
+      );
+      await commands.execute(EXPORT_COMMAND, {});
+      expect(offered).toEqual([['dask', 'flyte', 'latch']]);
+      const request = (fetch.mock.calls[0] as unknown[])[0] as Request;
+      expect((await request.json()).target).toBe('latch');
+      // Cancelled: nothing is asked of the server.
+      ui.showDialog.mockResolvedValueOnce({
+        button: { accept: false },
+        value: null
+      });
+      await commands.execute(EXPORT_COMMAND, {});
+      expect(fetch).toHaveBeenCalledTimes(1);
+    } finally {
+      spy.mockRestore();
+      ui.showDialog.mockReset();
     }
   });
 });

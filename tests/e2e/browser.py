@@ -29,6 +29,7 @@ def lab_page(lab: Any, profile: Path, path: str, failure_shot: str) -> Iterator[
 
     ARTIFACTS.mkdir(exist_ok=True)
     errors: list[str] = []
+    console: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(
             str(profile),
@@ -39,6 +40,10 @@ def lab_page(lab: Any, profile: Path, path: str, failure_shot: str) -> Iterator[
         )
         page = browser.pages[0] if browser.pages else browser.new_page()
         page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on(
+            "console",
+            lambda m: console.append(m.text[:500]) if m.type == "error" else None,
+        )
         try:
             page.goto(f"{lab.url}/lab/tree/{path}?token={lab.token}")
             yield page
@@ -46,7 +51,8 @@ def lab_page(lab: Any, profile: Path, path: str, failure_shot: str) -> Iterator[
             page.screenshot(path=str(ARTIFACTS / failure_shot))
             log = lab.log.read_text()[-3000:]
             raise AssertionError(
-                f"{e}\npage errors: {errors}\n--- jupyter lab log ---\n{log}"
+                f"{e}\npage errors: {errors}\nconsole errors: {console[-10:]}\n"
+                f"--- jupyter lab log ---\n{log}"
             ) from None
         finally:
             browser.close()

@@ -3,10 +3,12 @@ headless Chromium driven by Playwright, as in :mod:`test_sidebar` (whose server 
 reuses).
 
 A copy of the export demo notebook is opened and edited without saving; the command, run from
-the palette, must save it, write ``04-export.py`` beside it with the edit, and open the module in
-an editor tab. The notebook is retitled (the title is the module's docstring), again without
-saving; its toolbar button must save and export again, and the module's tab show the new title,
-with no question asked (taskcell wrote the module it replaces).
+the palette, asks which target (Dask, Flyte or Latch; the last one chosen first), then must save
+it, write ``04-export.py`` beside it with the edit, and open the module in an editor tab. The
+notebook is retitled (the title is the module's docstring), again without saving; its toolbar
+button must save and export again, and the module's tab show the new title, with no question
+asked beyond the target (taskcell wrote the module it replaces); then the Flyte target, chosen
+in the dialog, writes the Flyte module.
 
 A hand-written ``04-export.py`` in the module's place is replaced only once the user says so in
 the "Replace?" dialog; "Keep it", the default (Enter), leaves it byte for byte. Screenshots go
@@ -82,6 +84,11 @@ def test_the_palette_command_and_the_toolbar_button_write_and_open_the_module(tm
             "Export notebook to workflow module"
         )
         item.click()
+        # It asks which target, the Dask module first; Enter takes it.
+        choice = page.locator(".jp-Dialog .jp-taskcell-export-target select")
+        expect(choice).to_have_value("dask", timeout=15_000)
+        expect(choice.locator("option")).to_have_count(3)
+        page.keyboard.press("Enter")
 
         text = wait_for_file(module, EDIT)
         compile(text, str(module), "exec")
@@ -107,12 +114,21 @@ def test_the_palette_command_and_the_toolbar_button_write_and_open_the_module(tm
         expect(heading.locator(".cm-content")).to_contain_text(RETITLED)
         page.keyboard.press("Escape")
         button.click()
+        expect(choice).to_have_value("dask", timeout=15_000)
+        page.locator(".jp-Dialog .jp-Dialog-button", has_text="Export").click()
         wait_for_file(module, RETITLED)
         expect(tab).to_have_count(1)
         expect(tab).to_have_class(re.compile(r"\blm-mod-current\b"), timeout=15_000)
         expect(editor).to_contain_text(RETITLED)
         expect(page.locator(".jp-Dialog")).to_have_count(0)
         page.screenshot(path=str(ARTIFACTS / "e2e-export-toolbar.png"))
+
+        # Another target, chosen in the dialog: the Flyte module in the same place.
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=DEMO.name).click()
+        button.click()
+        choice.select_option("flyte")
+        page.locator(".jp-Dialog .jp-Dialog-button", has_text="Export").click()
+        assert "import flyte" in wait_for_file(module, "flyte.TaskEnvironment")
 
 
 HAND_WRITTEN = b"# my own workflow, written by hand\nprint('mine')\n"
@@ -137,8 +153,8 @@ def test_a_hand_written_module_is_replaced_only_once_the_user_says_so(tmp_path, 
         tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="04-export.py")
 
         button.click()
-        expect(dialog).to_have_count(1, timeout=15_000)
-        expect(dialog.locator(".jp-Dialog-header")).to_have_text("Replace?")
+        dialog.locator(".jp-Dialog-button", has_text="Export").click()
+        expect(dialog.locator(".jp-Dialog-header")).to_have_text("Replace?", timeout=15_000)
         expect(dialog).to_contain_text("04-export.py exists and was not written by taskcell")
         page.screenshot(path=str(ARTIFACTS / "e2e-export-replace.png"))
         page.keyboard.press("Enter")  # the default answer keeps the file
@@ -147,7 +163,7 @@ def test_a_hand_written_module_is_replaced_only_once_the_user_says_so(tmp_path, 
         assert module.read_bytes() == HAND_WRITTEN
 
         button.click()
-        expect(dialog).to_have_count(1, timeout=15_000)
+        dialog.locator(".jp-Dialog-button", has_text="Export").click()
         dialog.locator(".jp-Dialog-button", has_text="Replace").click()
         text = wait_for_file(module, MARKER)
         assert text.startswith(f"{MARKER}04-export.ipynb; ") and "def main(" in text

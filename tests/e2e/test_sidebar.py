@@ -3,11 +3,18 @@ and a worker advertising ``GPU=2``, headless Chromium driven by Playwright.
 
 A copy of the ``%%task`` demo notebook is opened, pointed at the cluster with
 ``%task_cluster``, and a ``%%task --gpu 1 --bg`` cell is run from the page; the sidebar, which
-knew no cluster before, must show one of the worker's two GPUs in use, then none when the task
-ends, in the words the notebook panel uses for the same snapshot; then the planner form's
-suggestion is put atop the active cell. The task sleeps until the test, having seen it running,
-writes a file (at most :data:`TASK_SECONDS`), so a slow machine cannot make it end unseen.
-Screenshots of both moments are saved under ``test-artifacts/``.
+knew no cluster before, must show one of the worker's two GPUs in use, the task's age growing
+between the server's answers, then none in use when the task ends, in the words the notebook
+panel uses for the same snapshot; the planner field keeps its focus and text through updates,
+measures a variable through the notebook's kernel, and its suggestion is put atop the active
+cell. The task sleeps until the test, having seen it running, writes a file (at most
+:data:`TASK_SECONDS`), so a slow machine cannot make it end unseen. Screenshots are saved under
+``test-artifacts/``.
+
+Later tests: a failing cell's output and the timeline; a pool's worker; cancelling; the legend,
+the counts and the dashboard through the Jupyter server with its plots as panels; a cluster
+started, scaled and stopped from the sidebar. No check depends on how long something takes:
+each waits for what the user would see.
 """
 
 from __future__ import annotations
@@ -44,6 +51,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def seconds(text: str) -> int:
+    """``"1m15s"`` -> 75, as the sidebar writes a duration."""
+    found = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
+    assert found and text.strip(), f"not a duration: {text!r}"
+    h, m, s = (int(g or 0) for g in found.groups())
+    return h * 3600 + m * 60 + s
+
+
+def cluster_version(lab) -> int:
+    """The version of the (one) cluster's state the server holds now."""
+    (cluster,) = json.loads(lab.get("taskcell/api/clusters")[1])["clusters"]
+    return json.loads(lab.get(f"taskcell/api/clusters/{cluster['id']}")[1])["version"]
+
+
 def code_cell(source: str) -> dict:
     return {
         "cell_type": "code",
@@ -66,6 +87,7 @@ def demo_copy(folder: Path, address: str, release: Path) -> str:
     assert "".join(cells[first_code]["source"]).strip() == "%load_ext taskcell"
     cells[first_code + 1 : first_code + 1] = [
         code_cell(f"%task_cluster {address}"),
+        code_cell("frame = __import__('numpy').zeros(1 << 20)"),
         code_cell(
             "%%task --gpu 1 --bg --name gpu-sleep\nimport os, time\n"
             f"deadline = time.time() + {TASK_SECONDS}\n"
@@ -78,6 +100,11 @@ def demo_copy(folder: Path, address: str, release: Path) -> str:
     return DEMO.name
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
 class Lab:
     """``jupyter lab`` in its own process, on 127.0.0.1, with throwaway config and state."""
 
@@ -86,6 +113,8 @@ class Lab:
         self.token = secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+        # These notebooks choose their cluster with %task_cluster: no embedded one meanwhile.
+        env["DASK_TASKCELL__EMBEDDED_CLUSTER__START_EARLY"] = "False"
         env.update(
             JUPYTER_CONFIG_DIR=str(state / "config"),
             JUPYTER_RUNTIME_DIR=str(state / "runtime"),
@@ -117,12 +146,13 @@ class Lab:
             stderr=subprocess.STDOUT,
         )
 
-    def get(self, path: str) -> tuple[int, bytes]:
-        request = urllib.request.Request(
-            f"{self.url}/{path}", headers={"Authorization": f"token {self.token}"}
-        )
+    def get(self, path: str, token: bool = True) -> tuple[int, bytes]:
+        """GET ``path`` with the server's token (or none), redirects not followed."""
+        headers = {"Authorization": f"token {self.token}"} if token else {}
+        request = urllib.request.Request(f"{self.url}/{path}", headers=headers)
+        opener = urllib.request.build_opener(_NoRedirect)
         try:
-            with urllib.request.urlopen(request, timeout=5) as response:
+            with opener.open(request, timeout=30) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
@@ -171,6 +201,7 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
         pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
     from playwright.sync_api import expect
 
+    from taskcell.planner import suggest
     from taskcell.planner.view import snapshot_view
 
     status, body = lab.get("taskcell/api/clusters")
@@ -198,8 +229,8 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
         # records its cluster, and the sidebar follows the notebook's cluster.
         cells = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell")
         cells.nth(0).locator(".jp-InputArea-editor").click()
-        page.keyboard.press("Shift+Enter")
-        page.keyboard.press("Shift+Enter")
+        for _ in range(3):  # %load_ext, %task_cluster, frame = ...
+            page.keyboard.press("Shift+Enter")
         gpu = sidebar.locator(".jp-taskcell-worker[data-name='gpu-box']").locator(
             ".jp-taskcell-resource[data-resource='GPU']"
         )
@@ -219,10 +250,28 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
         expect(sidebar.locator(".jp-taskcell-status-address")).to_have_text(gpu_cluster.address)
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-busy.png"))
 
+        # Its age grows while nothing changes on the cluster (the server answers no new
+        # snapshot): the sidebar ticks it from the scheduler's clock.
+        age = sidebar.locator(".jp-taskcell-task-running .jp-taskcell-task-waited")
+        for _ in range(5):  # until a change of age is seen with no new state in between
+            version, before = cluster_version(lab), age.inner_text()
+            expect(age).not_to_have_text(before, timeout=10_000)
+            assert seconds(age.inner_text()) > seconds(before)
+            if cluster_version(lab) == version:
+                break
+        else:
+            raise AssertionError("the cluster's state changed at every tick seen")
+
+        # Focus and text in the planner field survive the updates the task's end brings.
+        field = sidebar.locator(".jp-taskcell-size")
+        field.click()
+        field.type("frame")
         release.touch()
         expect(gpu).to_have_attribute("data-running", "0", timeout=15_000)
         expect(gpu.locator(".jp-taskcell-resource-label")).to_have_text("0 of 2 GPU in use")
         expect(sidebar.locator(".jp-taskcell-task-running")).to_have_count(0)
+        expect(field).to_be_focused()
+        expect(field).to_have_value("frame")
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-idle.png"))
 
         # The sidebar words the snapshot as the notebook panel does (taskcell.planner.view).
@@ -241,11 +290,19 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
             + [b["label"] for g in view["groups"] for w in g["workers"] for b in w["bars"]]
         )
 
-        # The planner: a size in, a preset out, its line put atop the active cell.
-        sidebar.locator(".jp-taskcell-size").fill("1 GiB")
+        # The planner: a variable of the notebook, measured by its kernel (8 MiB of zeros).
+        sidebar.locator(".jp-taskcell-suggest").click()
+        summary = sidebar.locator(".jp-taskcell-suggestion-summary")
+        expect(summary).to_contain_text("8 MiB of input", timeout=30_000)
+        # A size in, a preset out, its line put atop the active cell; a slip gets the spec's
+        # own words.
+        field.fill("12Gb")
+        sidebar.locator(".jp-taskcell-suggest").click()
+        expect(sidebar.locator(".jp-taskcell-planner-error")).to_contain_text("'Gb' means bits")
+        field.fill("1 GiB")
         sidebar.locator(".jp-taskcell-suggest").click()
         line = sidebar.locator(".jp-taskcell-task-line")
-        expect(line).to_have_text(re.compile(r"^%%task small_task"))
+        expect(line).to_have_text(suggest(2**30).line)
         expect(sidebar.locator(".jp-taskcell-fit-count")).to_have_text(
             re.compile(r"^\d+ of 1 live workers can run it$")
         )
@@ -359,7 +416,7 @@ def test_a_failing_cell_and_a_pools_worker_show_in_the_sidebar(tmp_path, gpu_clu
     from playwright.sync_api import expect
 
     release = tmp_path / "release"
-    failing = "%%task --bg --name broken\nraise ValueError('bad batch')"
+    failing = "%%task --bg --name broken\nprint('reading batch 7')\nraise ValueError('bad batch')"
     cells = [failing, POOL_CELL, held_cell("pooled", "A100:1", release)]
     name = notebook(tmp_path / "notebooks", "failing.ipynb", gpu_cluster.address, *cells)
     with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-failed.png") as page:
@@ -376,6 +433,23 @@ def test_a_failing_cell_and_a_pools_worker_show_in_the_sidebar(tmp_path, gpu_clu
         expect(ended.locator(".jp-taskcell-ended-detail")).to_contain_text("gpu-box · ")
         expect(sidebar.locator(".jp-taskcell-ended .jp-taskcell-heading")).to_have_text("Ended: 1")
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-failed-cell.png"))
+
+        # The timeline shows it on its worker, in its cell's colour, named in the legend.
+        row = sidebar.locator(".jp-taskcell-timeline-row[data-worker='gpu-box']")
+        span = row.locator(".jp-taskcell-span[data-cell='broken']")
+        expect(span).to_have_count(1)
+        swatch = sidebar.locator(".jp-taskcell-timeline-legend [data-cell='broken'] span").first
+        expect(swatch).to_be_visible()
+        colour = "e => getComputedStyle(e).backgroundColor"
+        assert span.evaluate(colour) == swatch.evaluate(colour)
+        # Its output and error, opened from its line.
+        ended.locator(".jp-taskcell-output").click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog.locator(".jp-taskcell-output-text")).to_have_text("reading batch 7\n")
+        expect(dialog.locator(".jp-taskcell-output-error")).to_contain_text("ValueError: bad batch")
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-output.png"))
+        dialog.locator("button", has_text="Close").click()
+        expect(dialog).to_have_count(0)
 
         # The held cell asks for an A100: the pool starts a worker for it, which runs it.
         pool = sidebar.locator(".jp-taskcell-pool[data-name='a100']")
@@ -478,11 +552,21 @@ def test_the_legend_counts_and_dashboard_link_agree_with_what_is_shown(
         )
         expect(sidebar.locator(".jp-taskcell-strip")).to_have_count(2)
 
+        # The dashboard through the Jupyter server, so a browser on another machine opens it.
+        (cluster,) = json.loads(lab.get("taskcell/api/clusters")[1])["clusters"]
         link = sidebar.locator("a.jp-taskcell-dashboard")
-        dashboard = f"http://127.0.0.1:{dashboard_cluster.dashboard_port}/status"
-        expect(link).to_have_attribute("href", dashboard)
-        with urllib.request.urlopen(dashboard, timeout=30) as response:
-            assert response.status == 200  # bokeh is installed: the dashboard is served
+        expect(link).to_have_attribute(
+            "href", f"{lab.url}/taskcell/dashboard/{cluster['id']}/status"
+        )
+        status, body = lab.get(f"taskcell/dashboard/{cluster['id']}/status")
+        assert status == 200 and b"bokeh" in body.lower()
+        assert lab.get(f"taskcell/dashboard/{cluster['id']}/status", token=False)[0] in (302, 403)
+        # Its task stream as a JupyterLab panel, drawn by the dashboard through the server.
+        sidebar.locator(".jp-taskcell-plot", has_text="Task stream").click()
+        tab = page.locator(".lm-TabBar-tab", has_text="Dask: Task stream")
+        expect(tab).to_be_visible()
+        frame = page.frame_locator(".jp-taskcell-plot-frame iframe")
+        expect(frame.locator(".bk-Canvas, canvas").first).to_be_attached(timeout=30_000)
 
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-counts.png"))
         assert_nothing_cut_off(sidebar)
@@ -490,3 +574,47 @@ def test_the_legend_counts_and_dashboard_link_agree_with_what_is_shown(
         expect(gpu_bar(sidebar)).to_have_attribute("data-assigned", "0", timeout=60_000)
         expect(gpu_bar(sidebar)).to_have_attribute("data-running", "0", timeout=60_000)
         expect(sidebar.locator(".jp-taskcell-ended-task[data-state='finished']")).to_have_count(5)
+
+
+def test_a_cluster_started_scaled_and_stopped_from_the_sidebar(tmp_path, lab):
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    from playwright.sync_api import expect
+
+    name = notebook(tmp_path / "notebooks", "empty.ipynb", "tcp://127.0.0.1:1")
+    with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-scale.png") as page:
+        sidebar = open_sidebar(page)
+        expect(sidebar.locator(".jp-taskcell-message-empty")).to_contain_text("No cluster yet")
+        sidebar.locator(".jp-taskcell-start").click()
+        expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute(
+            "data-status", "connected", timeout=60_000
+        )
+        (cluster,) = json.loads(lab.get("taskcell/api/clusters")[1])["clusters"]
+        assert cluster["sources"] == ["server"]
+        workers = sidebar.locator(".jp-taskcell-worker")
+        expect(workers).to_have_count(1, timeout=60_000)
+
+        sidebar.locator(".jp-taskcell-workers-input").fill("2")
+        sidebar.locator(".jp-taskcell-scale-button").click()
+        expect(workers).to_have_count(2, timeout=90_000)
+        expect(sidebar.locator(".jp-taskcell-summary")).to_contain_text("2 workers")
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-scaled.png"))
+
+        # Fewer workers, or none: the user is asked first, and Cancel keeps them.
+        sidebar.locator(".jp-taskcell-workers-input").fill("1")
+        sidebar.locator(".jp-taskcell-scale-button").click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("from 2 to 1 workers")
+        dialog.locator("button", has_text="Cancel").click()
+        expect(dialog).to_have_count(0)
+        assert json.loads(lab.get(f"taskcell/api/clusters/{cluster['id']}")[1])["status"] == (
+            "connected"
+        )
+        sidebar.locator(".jp-taskcell-stop").click()
+        expect(dialog).to_contain_text("Stop the cluster at")
+        dialog.locator("button", has_text="Stop").click()
+        expect(sidebar.locator(".jp-taskcell-message-empty")).to_contain_text(
+            "No cluster yet", timeout=60_000
+        )
+        assert json.loads(lab.get("taskcell/api/clusters")[1]) == {"clusters": []}
+        assert workers.count() == 0
