@@ -1,0 +1,62 @@
+"""The embedded cluster's process: one worker beside its scheduler, or a process per worker,
+all ended with it; started without a spec, it reads its own config (issue 21)."""
+
+from __future__ import annotations
+
+import dask.config
+import psutil
+import pytest
+from distributed import Client
+
+from taskcell.cluster.embedded import EmbeddedCluster, worker_specs
+from taskcell.errors import ClusterError
+
+pytestmark = pytest.mark.slow
+
+
+def worker_processes(cluster: EmbeddedCluster) -> list[psutil.Process]:
+    children = psutil.Process(cluster.proc.pid).children(recursive=True)
+    return [p for p in children if "taskcell.cluster.embedded_worker" in " ".join(p.cmdline())]
+
+
+@pytest.mark.parametrize("n", [1, 2], ids=["one-worker", "two-workers"])
+def test_workers_share_the_machine_and_end_with_the_cluster(n: int) -> None:
+    with dask.config.set({"taskcell.embedded-cluster.n-workers": n}):
+        specs = worker_specs()
+    cluster = EmbeddedCluster(specs)
+    try:
+        with Client(cluster.address(), set_as_default=False) as client:
+            client.wait_for_workers(n, timeout=60)
+            workers = client.scheduler_info()["workers"].values()
+            advertised = {w["name"]: w["resources"] for w in workers}
+        assert advertised == {name: spec["resources"] for name, spec in specs.items()}
+        assert cluster.n_workers == n
+        # One worker runs in the cluster's own process; several get a process each.
+        processes = worker_processes(cluster)
+        assert len(processes) == (0 if n == 1 else n)
+    finally:
+        cluster.close()
+    assert not cluster.alive()
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in processes)
+
+
+def test_started_without_a_spec_it_declines_where_a_scheduler_is_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:1")
+    cluster = EmbeddedCluster()
+    with pytest.raises(ClusterError, match=r"did not start \(Dask's scheduler-address is tcp://"):
+        cluster.address()
+    cluster.close()
+
+
+def test_started_without_a_spec_it_reads_its_own_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DASK_TASKCELL__EMBEDDED_CLUSTER__THREADS_PER_WORKER", "1")
+    cluster = EmbeddedCluster()
+    try:
+        with Client(cluster.address(), set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=60)
+            [worker] = client.scheduler_info()["workers"].values()
+        assert (worker["name"], worker["nthreads"]) == ("taskcell-0", 1)
+    finally:
+        cluster.close()
