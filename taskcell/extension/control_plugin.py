@@ -10,7 +10,9 @@ it; it uses the standard library and distributed alone. It adds two scheduler ha
   stops itself; the sidebar offers both only then;
 - ``taskcell_task_output``: what a cell printed, displayed and raised, from the events its
   worker logged on its kernel's topic (the scheduler keeps the last
-  ``distributed.admin.low-level-log-length`` of each topic, while the kernel is connected).
+  ``distributed.admin.low-level-log-length`` of each topic, while the kernel is connected):
+  ``stream`` texts, ``display`` data as text, and a ``failed`` event's ``traceback``, else its
+  one-line ``error``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "taskcell-control"
 #: Bumped when the handlers change, so a server replaces an older plugin.
-VERSION = 2
+VERSION = 3
 #: The embedded cluster's handler ``(n) -> {"workers": n}``: start or retire workers until it
 #: has ``n`` (new ones like the first, idle ones retired first).
 SCALE = "taskcell_embedded_scale"
@@ -75,11 +77,8 @@ class ControlPlugin(SchedulerPlugin):
                 elif kind == "display":
                     data = msg.get("data") or {}
                     parts.append(str(data.get("text/plain", "")) + "\n")
-                elif kind == "failed":
-                    error = msg.get("error")
-        ts = self.scheduler.tasks.get(key)
-        if ts is not None and ts.exception_text:
-            error = ts.exception_text
+                elif kind == "failed":  # the user's traceback where the worker sends it
+                    error = msg.get("traceback") or msg.get("error")
         text = "".join(parts)
         return {
             "v": VERSION,

@@ -327,6 +327,17 @@ root => {
 """
 
 
+#: The notebook panel's controls whose right edge runs past its output area.
+PANEL_FITS = """
+panel => {
+  const edge = panel.closest('.jp-OutputArea-output').getBoundingClientRect().right + 0.5;
+  return [...panel.querySelectorAll('.widget-hbox > *, .widget-text, .widget-dropdown')]
+    .filter(e => e.getClientRects().length && e.getBoundingClientRect().right > edge)
+    .map(e => `${e.className}: ${e.textContent.slice(0, 40)}`);
+}
+"""
+
+
 class DashboardCluster(DaskProcesses):
     """A scheduler process that serves its Dask dashboard, on a free port of 127.0.0.1."""
 
@@ -523,11 +534,19 @@ def test_the_legend_counts_and_dashboard_link_agree_with_what_is_shown(
     release = tmp_path / "release"
     cells = [held_cell("hog", 2, release)]
     cells += [held_cell(f"wait{i}", 1, release) for i in range(4)]
+    cells += ["%task_panel"]
     name = notebook(tmp_path / "notebooks", "counts.ipynb", dashboard_cluster.address, *cells)
     with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-counts.png") as page:
         sidebar = open_sidebar(page)
         run_all_cells(page)
         expect(gpu_bar(sidebar)).to_have_attribute("data-running", "2", timeout=60_000)
+
+        # The notebook panel's controls fit the notebook's default width: none runs past it.
+        panel = page.locator(".jp-OutputArea-output .widget-vbox").first
+        expect(panel.locator(".widget-button", has_text="Suggest")).to_be_visible(timeout=60_000)
+        assert panel.evaluate(PANEL_FITS) == []
+        panel.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "e2e-notebook-panel.png"))
         expect(gpu_bar(sidebar)).to_have_attribute("data-assigned", "4", timeout=30_000)
 
         # The counts say what the lists show: four waiting beside one running, not "0".

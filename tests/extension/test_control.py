@@ -100,27 +100,29 @@ class TestAClusterTaskcellDidNotStart:
 
         cid = cluster_id(dask_processes.address)
         (worker,) = (await wait_for(cid, workers(1)))["snapshot"]["workers"]
-        key = "cell-3-0123456789abcdef0123456789abcdef"
+        key, other = "cell-3-" + "0" * 32, "cell-4-" + "1" * 32
 
         def report() -> None:  # as taskcell.runner.remote reports a cell, on its kernel's topic
             worker = get_worker()
             for event in (
-                {"kind": "started", "worker": worker.address},
-                {"kind": "stream", "name": "stdout", "text": "reading batch 7\n"},
-                {"kind": "display", "data": {"text/plain": "<Figure>"}, "metadata": {}},
-                {"kind": "failed", "error": "ValueError: bad batch"},
+                {"key": key, "kind": "started", "worker": worker.address},
+                {"key": key, "kind": "stream", "name": "stdout", "text": "reading batch 7\n"},
+                {"key": key, "kind": "display", "data": {"text/plain": "<Figure>"}},
+                {"key": key, "kind": "failed", "error": "ValueError: bad batch"},
+                {"key": other, "kind": "failed", "error": "KeyError: 'x'", "traceback": "Tb\n"},
             ):
-                worker.log_event("kernel-client-1", {"key": key, **event})
+                worker.log_event("kernel-client-1", event)
 
         async with Client(dask_processes.address, asynchronous=True) as client:
             await client.submit(report, pure=False)
-            output = await api("clusters", cid, "tasks", key, "output")
-            assert output == {
-                "key": key,
-                "worker": worker["address"],
-                "text": "reading batch 7\n<Figure>\n",
-                "truncated": False,
-                "error": "ValueError: bad batch",
-            }
+        assert await api("clusters", cid, "tasks", key, "output") == {
+            "key": key,
+            "worker": worker["address"],
+            "text": "reading batch 7\n<Figure>\n",
+            "truncated": False,
+            "error": "ValueError: bad batch",
+        }
+        # The user's traceback, where the worker sends one.
+        assert (await api("clusters", cid, "tasks", other, "output"))["error"] == "Tb\n"
         code, message = await refused(jp_fetch, "clusters", cid, "tasks", "nope-1", "output")
         assert code == 404 and "keeps no output of 'nope-1'" in message
