@@ -602,7 +602,17 @@ def test_a_cluster_started_scaled_and_stopped_from_the_sidebar(tmp_path, lab):
 
     name = notebook(tmp_path / "notebooks", "empty.ipynb", "tcp://127.0.0.1:1")
     with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-scale.png") as page:
-        sidebar = open_sidebar(page)
+        # Opened from the command palette this time.
+        expect(page.locator(".jp-NotebookPanel")).to_be_visible(timeout=45_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^View$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text="Activate Command Palette").click()
+        palette = page.locator("#modal-command-palette")
+        palette.locator(".lm-CommandPalette-input").fill("taskcell Resources")
+        palette.locator(
+            ".lm-CommandPalette-item", has_text="Show the taskcell Resources sidebar"
+        ).click()
+        sidebar = page.locator("#taskcell-resources")
+        expect(sidebar).to_be_visible()
         expect(sidebar.locator(".jp-taskcell-message-empty")).to_contain_text("No cluster yet")
         sidebar.locator(".jp-taskcell-start").click()
         expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute(
