@@ -1,5 +1,5 @@
-"""The cluster in the sidebar's hands: start, scale and stop an embedded cluster, retire a pool's
-worker, read a task's output, all from the server's own client of the cluster.
+"""The cluster in the sidebar's hands: start, scale and stop an embedded cluster, cancel a task,
+retire a pool's worker, read a task's output, all from the server's own client of the cluster.
 
 A kernel's embedded cluster (:mod:`taskcell.cluster.embedded`) scales and stops itself through
 two handlers of its scheduler (``SCALE`` and ``STOP`` in :mod:`~taskcell.extension.control_plugin`,
@@ -86,6 +86,13 @@ async def scale(client: Client, n: int) -> int:
 async def stop(client: Client) -> None:
     """Stop a kernel's embedded cluster (its process ends once it answered)."""
     await getattr(client.scheduler, control_plugin.STOP)()
+
+
+async def cancel(client: Client, key: str) -> bool:
+    """Stop the task ``key`` (:func:`taskcell.runner.stopping.cancel_task`): True if it ran."""
+    from taskcell.runner.stopping import cancel_task
+
+    return await cancel_task(client, key)
 
 
 async def retire(client: Client, address: str) -> None:

@@ -249,10 +249,8 @@ class CancelHandler(TaskcellHandler):
                 404,
                 f"the cluster at {watch.address} shows no running or waiting task {shown(key)}",
             )
-        from taskcell.runner.stopping import cancel_task
-
         running = await self.acting(
-            watch, cancel_task(watch.connected(), key), f"cancel {shown(key)}"
+            watch, control.cancel(watch.connected(), key), f"cancel {shown(key)}"
         )
         self.reply(CancelResult(key=key, was="running" if running else "waiting"))
 

@@ -199,21 +199,6 @@ class ClusterWatch:
             raise ConnectionError(f"the server is not connected to the scheduler at {self.address}")
         return client
 
-    async def cancel(self, key: str, timeout: float) -> bool:
-        """Stop the task ``key`` through this watch's client (see
-        :func:`taskcell.runner.stopping.cancel_task`): True if it was running.
-
-        Raises
-        ------
-        ConnectionError
-            The watch is not connected to its scheduler.
-        TimeoutError
-            The cluster did not answer within ``timeout`` seconds.
-        """
-        from taskcell.runner.stopping import cancel_task
-
-        return await asyncio.wait_for(cancel_task(self.connected(), key), timeout)
-
     async def close(self) -> None:
         """Stop the subscription and release anyone waiting on it."""
         self._closed.set()
