@@ -148,7 +148,7 @@ def test_the_panel_cancels_a_background_cell_and_frees_its_gpu(panel_kernel):
     assert out.stdout.strip() == f"{key}: interrupted on its worker", out.error_text
     eventually(panel_kernel, "p.feed.snapshot()['totals'][1]['running']", lambda v: v == 0)
     ended = eventually(panel_kernel, "p.ended.value", lambda v: "sleeper" in v)
-    assert "cancelled" in ended
+    assert "cancelled" in ended, ended[-1500:]
     panel_kernel.run("from taskcell.runner.history import kernel_history")
     states = "[r.state for r in kernel_history() if r.cell == 'sleeper']"
     eventually(panel_kernel, states, lambda v: v == ["cancelled"])
