@@ -18,7 +18,7 @@ from taskcell.planner.schema import EndedTask, Snapshot
 from taskcell.planner.view import SnapshotView, snapshot_view
 
 #: Most ended tasks the server keeps per cluster, the latest.
-ENDED_KEPT = 500
+ENDED_KEPT = 200
 
 
 def merge_ended(kept: dict[str, EndedTask], recent: list[EndedTask]) -> None:
