@@ -31,12 +31,12 @@ FLYTE_VENV := .venv-flyte
 LATCH_VENV := .venv-latch
 $(FLYTE_VENV)/.installed:
 	$(PYTHON) -m venv $(FLYTE_VENV)
-	$(FLYTE_VENV)/bin/python -m pip install -qq "flyte==2.12.1" numpy
+	$(FLYTE_VENV)/bin/python -m pip install -qq "flyte==2.12.1" numpy pandas scikit-learn matplotlib "dask[distributed]" pyarrow ipython
 	touch $@
 
 $(LATCH_VENV)/.installed:
 	$(PYTHON) -m venv $(LATCH_VENV)
-	$(LATCH_VENV)/bin/python -m pip install -qq "latch==2.77.2" numpy
+	$(LATCH_VENV)/bin/python -m pip install -qq "latch==2.77.2" numpy pandas scikit-learn matplotlib "dask[distributed]" pyarrow ipython
 	touch $@
 
 # Debian's slurm-wlm and munge run a real SLURM on 127.0.0.1 for tests/cluster/test_slurm.py;

@@ -97,13 +97,15 @@ def export_notebook(
     -------
     str
         The module's source; its first line begins with :data:`MARKER`. It compiles; warnings
-        (:class:`ExportWarning`) name each cell part that was kept only as a comment.
+        (:class:`ExportWarning`) name each cell part that was left out (the notebook's own
+        set-up, a package install, a Dask cluster a target runs without).
 
     Raises
     ------
     ExportError
-        For a malformed notebook, a cell that is not valid Python, a bad ``%%task`` line, or a
-        request the target cannot express; the message names the cell (number and first line).
+        For a malformed notebook, or naming every cell the module cannot carry: not valid
+        Python, a bad ``%%task`` line, IPython syntax a module cannot run, a value that cannot
+        travel between tasks, a request the target cannot express.
     """
     from taskcell import config
     from taskcell.export.codegen import format_source
@@ -114,7 +116,7 @@ def export_notebook(
         raise ExportError(f"target= must be one of {', '.join(TARGETS)}, got {target!r}")
     presets = config.presets()
     try:
-        workflow = plan_workflow(read_notebook(notebook, presets), presets)
+        workflow = plan_workflow(read_notebook(notebook, presets, strict=False), presets, target)
     except (RecursionError, MemoryError):
         # How Python's own parsers (ast, json) give up on input nested thousands deep.
         raise ExportError(

@@ -1,9 +1,8 @@
 """Edits the exporter makes to a cell's Python source, line by line, keeping the rest as written.
 
 Statements are removed only when they have their lines to themselves, so what remains is the
-user's code, comments and layout included. A cell's trailing plain value (``total``,
-``df.shape``) stands for the notebook's ``Out[]``: a driver prints it (or drops it when ``;``
-silenced it), a task drops it, since a task returns only the names it binds.
+user's code, comments and layout included. A cell's trailing expression stands for the
+notebook's ``Out[]``: the module shows it where the cell runs, as IPython writes it.
 """
 
 from __future__ import annotations
@@ -11,12 +10,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from taskcell.export.notebook import Cell
 from taskcell.runner.analysis import analyze_cell
 
-_PURE = (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Slice,
-         ast.BinOp, ast.UnaryOp, ast.Compare, ast.expr_context, ast.operator, ast.unaryop,
-         ast.cmpop)  # fmt: skip
 _STRAIGHT = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Import, ast.ImportFrom,
              ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass, ast.Delete)  # fmt: skip
 
@@ -41,48 +36,32 @@ def remove_statements(code: str, tree: ast.Module, statements: Iterable[ast.stmt
     return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop) + "\n"
 
 
-def _is_plain_value(node: ast.expr) -> bool:
-    """An expression that only reads values (no call): showing it has no side effect."""
-    return all(isinstance(n, _PURE) for n in ast.walk(node))
-
-
-def _trailing_plain_value(code: str) -> tuple[ast.Module, ast.Expr] | None:
-    """The cell's last statement when it is a plain value on lines of its own, with the tree."""
+def show_last_value(code: str, silenced: bool, show: str) -> str:
+    """``code`` with its trailing expression shown as the notebook's ``Out[]`` (``show(...)``),
+    or kept as a statement when ``;`` silenced it; unchanged when it has none on lines of its
+    own."""
     tree = ast.parse(code)
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
-        return None
-    last = tree.body[-1]
-    if not whole_lines(tree)[-1] or not _is_plain_value(last.value):
-        return None
-    return tree, last
-
-
-def show_last_value(cell: Cell, code: str) -> str:
-    """Print a driver cell's trailing plain value as the notebook showed it; drop it if silenced."""
-    found = _trailing_plain_value(code)
-    if found is None:
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr) or silenced:
         return code
-    _, last = found
+    last = tree.body[-1]
+    if not whole_lines(tree)[-1] or _shows_nothing(last.value):
+        return code
     lines = code.splitlines()
     start, end = last.lineno, last.end_lineno or last.lineno
-    if cell.analysis.last_expr_silenced:
-        replacement: list[str] = []
-    else:
-        segment = ast.get_source_segment(code, last.value) or ast.unparse(last.value)
-        if isinstance(last.value, ast.Tuple) and not segment.startswith("("):
-            segment = f"({segment})"
-        replacement = f"print({segment})".splitlines()
-    lines[start - 1 : end] = replacement
+    segment = ast.get_source_segment(code, last.value) or ast.unparse(last.value)
+    if isinstance(last.value, ast.Tuple) and not segment.lstrip().startswith("("):
+        segment = f"({segment})"
+    lines[start - 1 : end] = f"{show}({segment})".splitlines()
     return "\n".join(lines) + "\n"
 
 
-def drop_last_value(code: str) -> str:
-    """A task body without a trailing plain value: it would only have been the cell's Out[]."""
-    found = _trailing_plain_value(code)
-    if found is None:
-        return code
-    tree, last = found
-    return remove_statements(code, tree, [last])
+def _shows_nothing(value: ast.expr) -> bool:
+    """A call of ``print`` or ``display``: its value is None, which IPython does not show."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in ("print", "display")
+    )
 
 
 def maybe_unbound(code: str, tree: ast.Module, outputs: tuple[str, ...]) -> set[str]:

@@ -1,17 +1,18 @@
 """What a notebook may do that a module cannot, found once here, each message naming the cell.
 
-Refused (:class:`~taskcell.export.notebook.ExportError`): a notebook function that declares
-``global`` (the module keeps the notebook's names inside ``main()``), top-level ``await`` (only
-IPython runs it), and a request over the configured platform's limits. Noted (a sentence in the
-module): reading IPython's output history (``_``, ``Out``...). Supplied: IPython's ``display``,
-which a module must import.
+Refused (a problem of the cell; export names every such cell): a notebook function that
+declares ``global`` (the module keeps the notebook's names inside ``main()``), top-level
+``await`` (only IPython runs it), and a request over the configured platform's limits. Noted (a
+sentence in the module): reading IPython's output history (``_``, ``Out``...). Found for the
+planner: the statements that make a Dask cluster or client, the names a cell binds to values
+that cannot travel (a generator, an open file), and whether the module needs IPython's shell.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from taskcell.errors import SpecError
 from taskcell.export.notebook import Cell, ExportError
@@ -19,23 +20,47 @@ from taskcell.export.requests import TaskRequest
 from taskcell.spec import PROFILES, check_limits
 
 _HISTORY = re.compile(r"_+|_i+|_\d+|_i\d+|In|Out|_oh|_ih|_dh")
+_DISPLAY = re.compile(r"(?<![.\w])display\s*\(")
+#: Packages whose ``Client``, ``LocalCluster``, ``...Cluster`` make a Dask cluster or client.
+DASK_PACKAGES = frozenset(
+    {
+        "dask",
+        "distributed",
+        "dask_jobqueue",
+        "dask_kubernetes",
+        "dask_gateway",
+        "dask_cloudprovider",
+    }
+)
 
 
-def check_no_global(cell: Cell, tree: ast.Module) -> None:
-    """Refuse a notebook function that rebinds a global: in ``main()`` it could not."""
+def module_problems(cell: Cell, tree: ast.Module) -> list[str]:
+    """Why the cell cannot run in a module function: ``global`` in a notebook function,
+    top-level ``await``."""
+    problems = []
+    if "global" in cell.code:
+        problems += _globals(cell, tree)
+    if "await" in cell.code or "async" in cell.code:
+        problems += _awaits(cell, tree)
+    return problems
+
+
+def _globals(cell: Cell, tree: ast.Module) -> list[str]:
+    problems = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for inner in ast.walk(node):
                 if isinstance(inner, ast.Global):
                     names = ", ".join(inner.names)
-                    raise ExportError(
+                    problems.append(
                         f"{cell.label}: function {node.name}() declares `global {names}`; the "
                         f"exported module keeps the notebook's names inside main(), where a "
                         f"function cannot rebind them. Return the new value instead"
                     )
+    return problems
 
 
-def check_no_await(cell: Cell, tree: ast.Module) -> None:
+def _awaits(cell: Cell, tree: ast.Module) -> list[str]:
     """IPython runs a cell's top-level ``await``; a module function cannot (outside async def)."""
     stack: list[ast.AST] = list(tree.body)
     while stack:
@@ -45,11 +70,12 @@ def check_no_await(cell: Cell, tree: ast.Module) -> None:
         if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or (
             isinstance(node, ast.comprehension) and node.is_async
         ):
-            raise ExportError(
+            return [
                 f"{cell.label}: top-level `await` (line {getattr(node, 'lineno', '?')}) runs only "
                 f"in IPython; wrap the code in an async function and call asyncio.run(...)"
-            )
+            ]
         stack.extend(ast.iter_child_nodes(node))
+    return []
 
 
 def check_platform(cell: Cell, request: TaskRequest, platform: str) -> None:
@@ -70,10 +96,72 @@ def history_notes(cell: Cell, bound: Iterable[str]) -> list[str]:
     ]
 
 
-def reads_display(trees: Iterable[ast.Module]) -> bool:
-    """Whether any cell reads IPython's ``display`` (a builtin in IPython, not in a module)."""
+def reads_display(codes: Iterable[str]) -> bool:
+    """Whether any cell calls ``display(...)`` (a builtin in IPython, not in a module)."""
+    return any(_DISPLAY.search(code) for code in codes)
+
+
+def uses_ipython(cells: Iterable[Cell], modules: Iterable[str]) -> bool:
+    """Whether the module needs IPython's shell: the notebook imports IPython, displays values
+    or captures output."""
+    if any(module.partition(".")[0] == "IPython" for module in modules):
+        return True
     return any(
-        isinstance(node, ast.Name) and node.id == "display" and isinstance(node.ctx, ast.Load)
-        for tree in trees
-        for node in ast.walk(tree)
+        {"capture", "display"} & set(cell.roles) or _DISPLAY.search(cell.code) for cell in cells
     )
+
+
+def imported_module(import_text: str) -> str:
+    """The module a one-alias import takes its name from: ``numpy`` for ``import numpy as np``,
+    ``dask.distributed`` for ``from dask.distributed import Client``."""
+    words = import_text.split()
+    return words[1] if words else ""
+
+
+def cluster_setups(tree: ast.Module, dask_names: Mapping[str, str]) -> list[tuple[ast.stmt, str]]:
+    """The top-level statements that make a Dask client or cluster (``client = Client()``,
+    ``cluster = LocalCluster(...)``), with the name each binds. ``dask_names`` maps the names
+    bound to Dask's modules and classes to their module."""
+    found: list[tuple[ast.stmt, str]] = []
+    for stmt in tree.body:
+        if not (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Call)
+        ):
+            continue
+        parts = _dotted(stmt.value.func)
+        if not parts or parts[0] not in dask_names:
+            continue
+        last = parts[-1]
+        if last in ("Client", "get_client") or last.endswith("Cluster"):
+            found.append((stmt, stmt.targets[0].id))
+    return found
+
+
+def _dotted(node: ast.expr) -> list[str]:
+    """``["distributed", "Client"]`` for ``distributed.Client``; empty for anything else."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.insert(0, node.attr)
+        node = node.value
+    return [node.id, *parts] if isinstance(node, ast.Name) else []
+
+
+def generator_names(tree: ast.Module) -> set[str]:
+    """Names a cell's top-level statements bind to values no pickle carries: a generator
+    expression, an open file."""
+    found = set()
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        target, value = stmt.targets[0], stmt.value
+        opened = (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "open"
+        )
+        if isinstance(target, ast.Name) and (isinstance(value, ast.GeneratorExp) or opened):
+            found.add(target.id)
+    return found

@@ -4,13 +4,46 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import keyword
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
 import tokenize
+from collections.abc import Iterable
 
-__all__ = ["comment", "docstring", "format_source", "indent", "string_rows"]
+__all__ = ["Namer", "comment", "docstring", "format_source", "indent", "string_rows"]
+
+
+class Namer:
+    """Hands out module-level names that clash with no notebook name, keyword or builtin."""
+
+    def __init__(self, taken: Iterable[str]) -> None:
+        import builtins
+
+        self.taken = set(taken) | set(dir(builtins)) | set(keyword.kwlist)
+
+    def fresh(self, preferred: str, alternative: str | None = None) -> str:
+        """``preferred`` as an identifier, else ``alternative``, else that with ``_2``, ``_3``..."""
+
+        def clean(text: str) -> str:
+            name = re.sub(r"\W+", "_", text).strip("_") or "task"
+            return f"task_{name}" if name[0].isdigit() else name
+
+        first = clean(preferred)
+        second = clean(alternative) if alternative else first
+        if first not in self.taken:
+            self.taken.add(first)
+            return first
+        if second not in self.taken:
+            self.taken.add(second)
+            return second
+        i = 2
+        while f"{second}_{i}" in self.taken:
+            i += 1
+        self.taken.add(f"{second}_{i}")
+        return f"{second}_{i}"
 
 
 def string_rows(code: str) -> set[int]:

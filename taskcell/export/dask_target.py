@@ -1,11 +1,12 @@
 """The ``dask`` target: a module that runs the notebook's tasks on a Dask cluster with taskcell.
 
 Each ``%%task`` cell becomes a function decorated with its request in taskcell's decorator API
-(``@small_task``, ``@task(resources=Resources(...))``, ``@etl_env.task``); calling it submits it
-and returns a future at once. ``main()`` runs the other cells in order and calls the tasks,
-passing futures on, so a task waits only for the tasks whose names it reads; a cell that needs a
-value waits for it there (``x = x.result()``). ``main()`` returns the final value of every name
-the notebook binds; ``python workflow.py [--scheduler ADDRESS]`` runs it.
+(``@small_task``, ``@task(resources=Resources(...))``, ``@etl_env.task``). ``main()`` runs the
+other cells in order and submits the tasks (:func:`taskcell.export.runtime.submit`): task cells
+in a row run at the same time where they do not read each other's names, and the driver waits
+for them before its next cell (``y = compute_y_call.result()``), showing their output then, in
+notebook order, and taking the changes they made to its objects. ``main()`` returns the final
+value of every name the notebook binds; ``python workflow.py [--scheduler ADDRESS]`` runs it.
 
 A dynamic value (``--cpu "min(8, len(files))"``) becomes ``Expression("min(8, len(files))")``
 in a ``ResourceTemplate``, evaluated for each call by the evaluator the magic uses, with the
@@ -20,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Container
 
 from taskcell.export.codegen import docstring, indent
-from taskcell.export.flow import Namer, TaskStep, Workflow
-from taskcell.export.render import ImportBlock, driver_body, task_function
+from taskcell.export.flow import DriverStep, TaskStep, Workflow
+from taskcell.export.render import ImportBlock, driver_body, function, helpers
 from taskcell.spec import FIELDS, Resources
 
 __all__ = ["render_dask"]
@@ -73,14 +74,16 @@ def _decorator(step: TaskStep, imports: ImportBlock, environments: dict) -> str:
 
 def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
     """The ``dask`` target's module source (unformatted), and notes on what it left out."""
-    namer = Namer(workflow.names | {t.function for t in workflow.tasks})
+    namer = workflow.namer(t.function for t in workflow.tasks)
     imports = ImportBlock(workflow, namer)
     argparse = imports.module("argparse")
     results = imports.name("taskcell.export.runtime", "results", "taskcell")
-    needs_unpack = any(len(t.returns) > 1 for t in workflow.tasks)
-    unpack = imports.name("taskcell.export.runtime", "unpack", "taskcell") if needs_unpack else ""
     run = imports.name("taskcell.export.runtime", "run", "taskcell")
+    submit = imports.name("taskcell.export.runtime", "submit", "taskcell") if workflow.tasks else ""
     main = namer.fresh("main", "workflow")
+    if workflow.ipython:
+        workflow.helpers("ipython")
+    helpers(workflow, imports, copy=False)
 
     environments: dict = {}
     env_lines = []
@@ -92,20 +95,40 @@ def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
         env_lines.append(f"{variable} = {cls}({env.name!r}, resources={fields})")
         imports.name("taskcell", "Resources", "taskcell")
 
-    functions = [
-        task_function(step, [_decorator(step, imports, environments)]) for step in workflow.tasks
-    ]
+    functions = [_task(step, imports, environments) for step in workflow.tasks]
+
+    pending: dict[str, str] = {}  # name -> the expression of its future, until waited for
+    waiting: list[tuple[TaskStep, str]] = []  # calls not waited for, in order
+
+    def wait() -> list[str]:
+        lines = []
+        for step, call in waiting:
+            olds = ", ".join(step.updates)
+            if step.returns:
+                lines.append(f"{', '.join(step.returns)} = {call}.result({olds})")
+            else:
+                lines.append(f"{call}.result()")
+        waiting.clear()
+        pending.clear()
+        return lines
+
+    def before(step: DriverStep | TaskStep) -> list[str]:
+        return wait() if isinstance(step, DriverStep) or step.needs else []
 
     def call(step: TaskStep) -> list[str]:
-        invocation = f"{step.function}({', '.join(step.params)})"
-        if not step.returns:
-            return [f"_{step.function} = {invocation}"]
-        if len(step.returns) == 1:
-            return [f"{step.returns[0]} = {invocation}"]
-        return [f"{', '.join(step.returns)} = {unpack}({invocation}, {len(step.returns)})"]
+        variable = namer.fresh(f"{step.function}_call")
+        args = [pending.get(p, p) for p in step.params]
+        if len(step.returns) > 1:
+            args.append(f"returns={len(step.returns)}")
+        if step.changes_state:
+            args.append("changes_state=True")
+        for i, name in enumerate(step.returns):
+            pending[name] = f"{variable}[{i}]"
+        waiting.append((step, variable))
+        return [f"{variable} = {submit}({', '.join([step.function, *args])})"]
 
-    body = driver_body(workflow, call, lambda name: f"{name} = {name}.result()")
-    body.append(f"return {results}(locals())")
+    body = driver_body(workflow, call, before)
+    body += ["\n".join([*wait(), f"return {results}(locals())"])]
     main_doc = '"""Run the workflow; return the final value of every name the notebook binds."""'
     main_source = f"def {main}():\n    {main_doc}\n" + "\n\n".join(map(indent, body))
     cli = (
@@ -116,10 +139,20 @@ def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
         "    parser.add_argument(\n"
         '        "--scheduler",\n'
         '        metavar="ADDRESS",\n'
-        '        help="the Dask scheduler to run on (default: start a cluster on this machine)",\n'
+        "        help=\"the Dask scheduler to run on (default: the notebook's own Client(), "
+        'else a cluster started on this machine)",\n'
         "    )\n"
         f"    {run}({main}, parser.parse_args().scheduler)\n"
     )
-    parts = [docstring(workflow.docstring), imports.render(), "\n".join(env_lines)]
+    start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
+    parts = [docstring(workflow.docstring), imports.render(), *start, "\n".join(env_lines)]
     parts += [*functions, main_source, cli]
     return "\n\n\n".join(part.strip("\n") for part in parts if part.strip()) + "\n", []
+
+
+def _task(step: TaskStep, imports: ImportBlock, environments: dict) -> str:
+    """A task cell as a decorated function: its imports, its body, the names it returns."""
+    body = [*step.local_imports, step.body]
+    if step.returns:
+        body.append(f"return {', '.join(step.returns)}")
+    return function(step.function, step.params, body, [_decorator(step, imports, environments)])

@@ -1,64 +1,82 @@
-"""A notebook's data flow as a workflow plan, the same for every target.
+"""A notebook's data flow as a workflow plan, which each target renders.
 
 The plan walks the cells in notebook order, as the kernel ran them, and records for each name
-whether the driver holds its value or a task's future:
+whether the driver holds its value, a module, or the result of a task it has not waited for:
 
 - A ``%%task`` cell becomes a :class:`TaskStep`: a function whose parameters are the names the
   cell reads that an earlier cell bound (plus those its dynamic resource expressions read), and
-  which returns the names it binds. Its inputs that are futures are passed as futures, so a task
-  waits only for the tasks it reads from: those are the workflow's edges, and tasks that do not
-  read each other's names run at the same time.
-- Any other code cell becomes a :class:`DriverStep`. Before it runs, the driver waits for the
-  futures it reads, directly or through a notebook function it calls (``gather``).
+  which returns the names it binds and the notebook's objects it changes in place
+  (``results.append(x)``, ``df["c"] = ...``, ``model.fit(X)``): the driver makes its own object
+  take the new state (:func:`~taskcell.export.standalone.update`), so every other name for it
+  sees the change, as ``%%task`` does. Its ``Out[]`` is shown where it runs.
+- Any other code cell becomes a :class:`DriverStep`, its ``Out[]`` shown as IPython writes it.
 - A markdown cell becomes a :class:`TextStep` (the first one is the module's docstring).
 
-What each cell reads, binds and deletes is the one cell analysis
+What each cell reads, binds, deletes and changes is the one cell analysis
 (:func:`taskcell.runner.analysis.analyze_cell`), which ``%%task`` uses too. Choices, each made
-once (the code of the first three lives in :mod:`.hoisting` and :mod:`.cell_code`, what a module
-cannot do is refused or noted by :mod:`.checks`):
+once (:mod:`.hoisting` for imports, :mod:`.cell_code` for edits, :mod:`.checks` for what a module
+cannot do):
 
 - **Imports.** Imports at the top of the notebook (before any other code, each name always bound
-  by the same import) move to the top of the module, as a person would write them; star imports
-  and ``from __future__`` imports always do (Python allows them nowhere else). A later import
-  stays where it is. A task that reads a module bound by an import starts with that import
-  rather than taking the module as an argument; a task's own imports are not returned.
-- **A task's last expression.** It is kept as a statement (its side effects happen) but its
-  value, the notebook's ``Out[]``, is not returned: a task returns only the names it binds.
-- **A driver cell's last expression.** A plain value (``total``, ``df.shape``, ``a, b``) is
-  printed, standing in for the notebook's ``Out[]``; silenced with ``;`` it is dropped. A call
-  is kept as a statement.
-- **Names bound on some paths only** (a ``for`` target, a name bound in one branch) are returned
-  by a task only if a later cell reads them, since the task fails if such a name is unbound.
-- **A task that binds nothing** runs for its side effects; the module waits for it at the end.
-  Side effects through files are not edges: a cell that reads a file a task writes must also read
-  one of that task's names (or be a driver cell after it that reads one).
+  by the same import) move to the top of the module; star imports and ``from __future__``
+  imports always do. A later import stays where it is. A task that reads a module bound by an
+  import starts with that import rather than taking the module as an argument.
+- **Process-wide state.** Where the notebook imports numpy, pandas, matplotlib, scikit-learn or
+  ``random``, the state its cells share (seeded generators, options, style) travels to each task
+  and, from a task that reads one of those modules, back (:attr:`TaskStep.changes_state`).
+- **A Dask cluster the notebook makes** (``client = Client()``): the ``dask`` target keeps it,
+  and runs a task cell that uses it in the driver, where its Dask work goes to that cluster; the
+  ``flyte`` and ``latch`` targets leave it out and give the cells a stand-in that runs Dask in
+  their own process (:func:`~taskcell.export.standalone.local_dask`).
+- **Names bound on some paths only** (a ``for`` target) are returned by a task only if a later
+  cell reads them, since the task fails if such a name is unbound.
+- **Values that cannot travel**: a generator a cell binds and another task reads is refused.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
-import keyword
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from taskcell import config
 from taskcell.errors import SpecError
 from taskcell.export import checks
-from taskcell.export.cell_code import (
-    drop_last_value,
-    maybe_unbound,
-    remove_statements,
-    show_last_value,
+from taskcell.export.cell_code import maybe_unbound, remove_statements, show_last_value
+from taskcell.export.codegen import Namer
+from taskcell.export.hoisting import (
+    cell_imports,
+    hoisting,
+    special_imports,
+    statement_hoisted,
 )
-from taskcell.export.hoisting import cell_imports, hoisting, special_imports, statement_hoisted
-from taskcell.export.notebook import Cell, EnvironmentDef, ExportError, Notebook
+from taskcell.export.latch_types import ANY, FRAME_MAKERS, IMMUTABLE, Type, cell_types
+from taskcell.export.magics import Helpers
+from taskcell.export.notebook import Cell, EnvironmentDef, ExportError, Notebook, problems_error
 from taskcell.export.requests import TaskRequest, resolve_request
 from taskcell.runner.analysis import analyze_cell
 from taskcell.spec import Environment, Resources
 
-__all__ = ["DriverStep", "Namer", "Step", "TaskStep", "TextStep", "Workflow", "plan_workflow"]
+__all__ = [
+    "DriverStep",
+    "Namer",
+    "Step",
+    "Target",
+    "TaskStep",
+    "TextStep",
+    "Workflow",
+    "plan_workflow",
+]
+
+Target = Literal["dask", "flyte", "latch"]
+
+#: Modules whose process-wide state the notebook's cells share (see the module docstring).
+STATE_MODULES = frozenset({"random", "numpy", "pandas", "matplotlib", "sklearn", "seaborn"})
+#: Modules that draw figures, which the notebook's inline backend closes after each cell.
+FIGURE_MODULES = frozenset({"matplotlib", "seaborn"})
 
 
 @dataclass(frozen=True)
@@ -76,17 +94,17 @@ class DriverStep:
     Attributes
     ----------
     code
-        The cell's Python, hoisted imports removed, its last expression printed or dropped.
-    gather
-        Names holding futures whose values the cell needs, in order.
+        The cell's Python: hoisted imports removed, its ``Out[]`` shown, its figures closed.
     imports
         Import statements to run first: modules a task cell imported that this cell reads.
+    changes_state
+        It reads a module whose process-wide state it may change (see the module docstring).
     """
 
     cell: Cell
     code: str
-    gather: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
+    changes_state: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,22 +118,30 @@ class TaskStep:
     params
         The names it takes, in the order the cell reads them.
     returns
-        The names it returns (one value, or a tuple when several).
+        The names it returns (one value, or a tuple when several), those in :attr:`updates`
+        first.
+    updates
+        Those of :attr:`returns` that are the notebook's objects the cell changes in place.
     body
-        The cell's Python, hoisted imports removed.
-    local_imports
-        Import statements the function starts with (modules it reads).
-    gather
-        Futures the driver must wait for before the call: those read by a resource expression
-        or by a notebook function the task receives.
-    deletes
-        Names the cell deletes, which the driver deletes too.
+        The cell's Python: hoisted imports removed, its ``Out[]`` shown, its figures closed.
     request
         What the cell asks for.
-    environment
-        The ``%task_env`` definition its ``--env`` names (the latest before the cell).
+    local_imports
+        Import statements the function starts with (modules it reads).
+    needs
+        Names whose values a call needs at once: read by a resource expression, or by a
+        notebook function the task receives.
+    deletes
+        Names the cell deletes, which the driver deletes too.
     after
         Positions (in :attr:`Workflow.steps`) of the task steps whose results it reads.
+    environment
+        The ``%task_env`` definition its ``--env`` names (the latest before the cell).
+    changes_state
+        It reads a module whose process-wide state it may change (see the module docstring).
+    types
+        The types of its parameters and of the values it returns, as far as the code makes
+        them certain (:mod:`taskcell.export.latch_types`); a name not there is of any type.
     """
 
     cell: Cell
@@ -124,11 +150,14 @@ class TaskStep:
     returns: tuple[str, ...]
     body: str
     request: TaskRequest
+    updates: tuple[str, ...] = ()
     local_imports: tuple[str, ...] = ()
-    gather: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
     deletes: tuple[str, ...] = ()
     after: tuple[int, ...] = ()
     environment: EnvironmentDef | None = None
+    changes_state: bool = False
+    types: Mapping[str, Type] = field(default_factory=dict)
 
 
 Step = TextStep | DriverStep | TaskStep
@@ -148,48 +177,47 @@ class Workflow:
         The ``%task_env`` environments the task cells use.
     steps
         Every cell, in order.
+    helpers
+        The names of the helpers the module's code calls
+        (:data:`taskcell.export.magics.HELPER_SOURCES` and :mod:`taskcell.export.standalone`).
     notes
-        What could not be carried as is, one sentence each naming the cell.
+        What was left out, one sentence each naming the cell.
     names
         Every name the notebook binds or reads; module-level names must avoid them.
+    carries_state
+        Tasks take the process-wide state (see the module docstring).
+    ipython
+        The notebook displays values or captures output: the module makes an IPython shell.
+    read_later
+        For each step's position, the names the cells after it read.
+    callables
+        How the code calls ``pathlib.Path`` and pandas' DataFrame makers, for the types
+        (:mod:`taskcell.export.latch_types`).
     """
 
     docstring: str
     imports: tuple[str, ...]
     environments: tuple[EnvironmentDef, ...]
     steps: tuple[Step, ...]
+    helpers: Helpers = field(default_factory=lambda: Helpers(()))
     notes: tuple[str, ...] = ()
     names: frozenset[str] = frozenset()
+    carries_state: bool = False
+    ipython: bool = False
+    read_later: Mapping[int, frozenset[str]] = field(default_factory=dict)
+    callables: frozenset[str] = frozenset({"pathlib.Path"})
 
     @property
     def tasks(self) -> list[TaskStep]:
         """The task steps, in order."""
         return [step for step in self.steps if isinstance(step, TaskStep)]
 
-
-class Namer:
-    """Hands out module-level names that clash with no notebook name, keyword or builtin."""
-
-    def __init__(self, taken: Iterable[str]) -> None:
-        import builtins
-
-        self.taken = set(taken) | set(dir(builtins)) | set(keyword.kwlist)
-
-    def fresh(self, preferred: str, alternative: str | None = None) -> str:
-        """``preferred`` as an identifier, else ``alternative``, else that with ``_2``, ``_3``..."""
-
-        def clean(text: str) -> str:
-            name = re.sub(r"\W+", "_", text).strip("_") or "task"
-            return f"task_{name}" if name[0].isdigit() else name
-
-        first = clean(preferred)
-        second = clean(alternative) if alternative else first
-        candidates = [first, second] + [f"{second}_{i}" for i in range(2, 1000)]
-        for candidate in candidates:
-            if candidate not in self.taken:
-                self.taken.add(candidate)
-                return candidate
-        raise AssertionError("unreachable: a thousand names taken")  # pragma: no cover
+    def namer(self, *more: Iterable[str]) -> Namer:
+        """A namer for module-level names: none clashes with the notebook's or the helpers'."""
+        taken = set(self.names) | set(self.helpers.names.values())
+        for names in more:
+            taken.update(names)
+        return Namer(taken)
 
 
 #: Top-level statements that may define a function (``def``, ``f = lambda: ...``) or a class.
@@ -197,7 +225,7 @@ _DEFINING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, as
 
 
 def _definitions(code: str, tree: ast.Module) -> dict[str, tuple[str, ...]]:
-    """Functions and classes a driver cell defines -> the global names their bodies read."""
+    """Functions and classes a cell defines -> the global names their bodies read."""
     defined: dict[str, tuple[str, ...]] = {}
     for stmt in tree.body:
         if isinstance(stmt, _DEFINING):
@@ -208,9 +236,6 @@ def _definitions(code: str, tree: ast.Module) -> dict[str, tuple[str, ...]]:
     return defined
 
 
-# -- the plan -----------------------------------------------------------------------------------
-
-
 @dataclass
 class _Binding:
     """What the driver holds under a name at a point of the notebook."""
@@ -219,10 +244,15 @@ class _Binding:
     import_text: str | None = None  # for "module": the import that binds it
     in_driver: bool = True  # for "module": whether main() has run that import
     producer: int | None = None  # for "future": position of the task step
+    generator: str | None = None  # the cell that bound it to a generator, if one did
 
 
-def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = None) -> Workflow:
-    """Plan the workflow module of a notebook (see the module docstring for the rules).
+def plan_workflow(
+    notebook: Notebook,
+    presets: Mapping[str, Resources] | None = None,
+    target: Target = "dask",
+) -> Workflow:
+    """Plan the workflow module of a notebook for a target (see the module docstring).
 
     Parameters
     ----------
@@ -230,6 +260,8 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
         From :func:`~taskcell.export.notebook.read_notebook`.
     presets
         The presets ``%%task`` lines may name; ``taskcell.config.presets()`` by default.
+    target
+        ``"dask"``, ``"flyte"`` or ``"latch"``: where a notebook's Dask cluster goes.
 
     Returns
     -------
@@ -238,43 +270,58 @@ def plan_workflow(notebook: Notebook, presets: Mapping[str, Resources] | None = 
     Raises
     ------
     ExportError
-        A bad request, a resource expression reading a name no earlier cell binds, a request
-        over the configured platform's limits (``taskcell.platform``), a notebook function
-        using ``global``, or a top-level ``await``; the message names the cell.
+        Naming every cell the module cannot carry: a bad request, a resource expression reading
+        a name no earlier cell binds, a request over the configured platform's limits
+        (``taskcell.platform``), a notebook function using ``global``, a top-level ``await``, a
+        value that cannot travel between tasks, IPython syntax a module cannot run.
     """
-    return _Planner(notebook, config.presets() if presets is None else presets).plan()
+    return _Planner(notebook, config.presets() if presets is None else presets, target).plan()
 
 
 class _Planner:
     """Walks the cells in order, keeping what the driver holds under each name."""
 
-    def __init__(self, notebook: Notebook, presets: Mapping[str, Resources]) -> None:
-        self.notebook = notebook
-        self.presets = presets
-        cells = notebook.cells
-        self.trees = {c.number: ast.parse(c.code) for c in cells if c.kind != "markdown"}
-        self.imports = {
-            n: cell_imports(c, self.trees[n]) for c in cells if (n := c.number) in self.trees
-        }
-        self.hoisted, self.hoisted_statements = hoisting(cells, self.trees, self.imports)
-        self.notes: list[str] = [note for cell in cells for note in cell.notes]
+    def __init__(
+        self, notebook: Notebook, presets: Mapping[str, Resources], target: Target
+    ) -> None:
+        self.notebook, self.presets, self.target = notebook, presets, target
+        self.helpers = notebook.helpers
+        cells = [c for c in notebook.cells if c.kind != "markdown"]
+        self.trees = {c.number: _parse(c.code) for c in cells}
+        self.imports = {c.number: cell_imports(c, self.trees[c.number]) for c in cells}
+        self.hoisted, self.hoisted_statements = hoisting(notebook.cells, self.trees, self.imports)
+        self.notes: list[str] = [note for cell in notebook.cells for note in cell.notes]
+        self.problems: list[str] = list(notebook.problems)
         # Every name the notebook binds or reads, and those read after each cell.
         self.names: set[str] = set(self.hoisted)
         self.read_after: dict[int, set[str]] = {}
         later: set[str] = set()
-        for cell in reversed(cells):
+        for cell in reversed(notebook.cells):
             self.read_after[cell.number] = set(later)
             reads = {*cell.analysis.inputs, *_expression_names(cell)}
             later |= reads
             self.names |= reads | set(cell.analysis.outputs)
+        # The module each import binds (top-level name: "np" -> "numpy"), and the import.
+        self.modules: dict[str, str] = {}
+        self.import_texts: dict[str, str] = {}
+        for found in self.imports.values():
+            for name, text in found.names.items():
+                self.modules.setdefault(name, checks.imported_module(text))
+                self.import_texts.setdefault(name, text)
+        used = {m for c in cells for m in c.analysis.imports} | set(self.modules.values())
+        self.carries_state = bool(STATE_MODULES & used)
+        self.draws = bool(FIGURE_MODULES & used)
+        self.module_globals = self.hoisted | set(self.helpers.names.values())
         self.state: dict[str, _Binding] = {}
-        self.definitions: dict[str, tuple[str, ...]] = {}  # driver functions -> names they read
+        self.definitions: dict[str, tuple[str, ...]] = {}  # functions -> names they read
+        self.clusters: set[str] = set()  # names holding the notebook's Client or cluster
         self.environments: dict[str, Environment] = {}
         self.env_defs: dict[str, EnvironmentDef] = {}
         self.used_envs: dict[EnvironmentDef, None] = {}
         self.steps: list[Step] = []
+        self.read_later: dict[int, frozenset[str]] = {}
         self.docstring = ""
-        self.namer = Namer(self.names)
+        self.namer = Namer(self.names | set(self.helpers.names.values()))
         self.platform = config.get("platform")
 
     def plan(self) -> Workflow:
@@ -282,17 +329,25 @@ class _Planner:
             if cell.kind == "markdown":
                 self._markdown(cell)
                 continue
+            if cell.problems:
+                continue  # named already; the cells after it are still checked
             code = self._prepare(cell)
-            if cell.task is None:
-                self._driver(cell, code)
-            else:
+            if cell.task is not None and not self._in_driver(cell):
                 self._task(cell, code)
+            else:
+                self._driver(cell, code)
+            self.read_later[len(self.steps) - 1] = frozenset(self.read_after[cell.number])
+        if self.problems:
+            raise problems_error(self.problems)
+        self._type_steps()
         docstring = self.docstring
         if not docstring:
             where = f" {self.notebook.path}" if self.notebook.path else ""
             docstring = f"Workflow exported from the notebook{where} by taskcell."
         module_imports = list(self.hoisted_statements)
-        if "display" not in self.state and checks.reads_display(self.trees.values()):
+        if "display" not in self.state and checks.reads_display(
+            c.code for c in self.notebook.cells
+        ):
             module_imports.append("from IPython.display import display")
             self.names.add("display")
         return Workflow(
@@ -300,13 +355,63 @@ class _Planner:
             imports=tuple(module_imports),
             environments=tuple(self.used_envs),
             steps=tuple(self.steps),
+            helpers=self.helpers,
             notes=tuple(self.notes),
             names=frozenset(self.names),
+            carries_state=self.carries_state,
+            ipython=checks.uses_ipython(self.notebook.cells, self.modules.values()),
+            read_later=self.read_later,
+            callables=self.callables(),
         )
+
+    # -- types ----------------------------------------------------------------------------------
+
+    def callables(self) -> frozenset[str]:
+        """How the code calls ``pathlib.Path`` and pandas' DataFrame makers
+        (:mod:`taskcell.export.latch_types`): ``Path``, ``pd.DataFrame``, ``pd.read_csv``..."""
+        found = {"pathlib.Path"}
+        for name, text in self.import_texts.items():
+            module = checks.imported_module(text)
+            if text.startswith("from "):
+                if (module, text.split()[3]) in (("pathlib", "Path"),) or (
+                    module == "pandas" and text.split()[3] in FRAME_MAKERS
+                ):
+                    found.add(name)
+            elif module == "pandas":
+                found.update(f"{name}.{maker}" for maker in FRAME_MAKERS)
+        return frozenset(found)
+
+    def _type_steps(self) -> None:
+        """Each task's types, in notebook order; an input it changes in place that is of an
+        immutable type (``text.split()`` read as a change) is not returned after all."""
+        callables = self.callables()
+        env: dict[str, Type] = {}
+        for position, step in enumerate(self.steps):
+            if isinstance(step, DriverStep):
+                env.update(cell_types(_parse(step.code), env, callables))
+                for name in step.cell.analysis.mutated:
+                    if name in env and env[name].kind not in IMMUTABLE:
+                        env[name] = _changed(env[name])
+                for name in step.cell.analysis.deleted:
+                    env.pop(name, None)
+            elif isinstance(step, TaskStep):
+                types = {p: env.get(p, ANY) for p in step.params}
+                found = cell_types(_parse(step.body), types, callables)
+                kept = tuple(n for n in step.updates if types[n].kind not in IMMUTABLE)
+                outputs = step.cell.analysis.outputs
+                returns = tuple(n for n in step.returns if n in kept or n in outputs)
+                for name in returns:
+                    types[name] = found.get(name, _changed(types.get(name, ANY)))
+                    env[name] = types[name]
+                for name in step.deletes:
+                    env.pop(name, None)
+                self.steps[position] = dataclasses.replace(
+                    step, updates=kept, returns=returns, types=types
+                )
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _needed(self, start: Iterable[str]) -> list[str]:
+    def _reach(self, start: Iterable[str]) -> list[str]:
         """The names read directly, and through the notebook functions they name."""
         seen: dict[str, None] = {}
         stack = list(start)
@@ -315,16 +420,42 @@ class _Planner:
             if name not in seen:
                 seen[name] = None
                 stack.extend(self.definitions.get(name, ()))
-        return [name for name in seen if name not in self.hoisted]
+        return list(seen)
 
-    def _futures(self, candidates: Iterable[str]) -> tuple[str, ...]:
-        state = self.state
-        return tuple(n for n in candidates if n in state and state[n].kind == "future")
+    def _needed(self, start: Iterable[str]) -> list[str]:
+        """:meth:`_reach` without the module's globals (hoisted imports, helpers)."""
+        return [name for name in self._reach(start) if name not in self.module_globals]
+
+    def _reads_module(self, names: Iterable[str], modules: frozenset[str]) -> bool:
+        """Whether any of ``names`` (or what notebook functions they name read) is bound to
+        an import of one of ``modules``."""
+        for name in self._reach(names):
+            binding = self.state.get(name)
+            if name in self.hoisted:
+                module = self.modules.get(name, "")
+            elif binding is not None and binding.kind == "module" and binding.import_text:
+                module = checks.imported_module(binding.import_text)
+            else:
+                continue
+            if module.partition(".")[0] in modules:
+                return True
+        return False
+
+    def _changes_state(self, cell: Cell) -> bool:
+        """Whether a cell may change the process-wide state: it imports or reads a module that
+        holds some (see the module docstring)."""
+        if not self.carries_state:
+            return False
+        imported = {module.partition(".")[0] for module in cell.analysis.imports}
+        return bool(STATE_MODULES & imported) or self._reads_module(
+            cell.analysis.inputs, STATE_MODULES
+        )
 
     def _unbind(self, names: Iterable[str]) -> None:
         for name in names:
             self.state.pop(name, None)
             self.definitions.pop(name, None)
+            self.clusters.discard(name)
 
     def _markdown(self, cell: Cell) -> None:
         text = cell.source.strip()
@@ -338,10 +469,7 @@ class _Planner:
     def _prepare(self, cell: Cell) -> str:
         """Checks every code cell passes; its code without the imports that moved to the top."""
         tree = self.trees[cell.number]
-        if "global" in cell.code:
-            checks.check_no_global(cell, tree)
-        if "await" in cell.code or "async" in cell.code:
-            checks.check_no_await(cell, tree)
+        self.problems += checks.module_problems(cell, tree)
         self.notes += checks.history_notes(cell, [*self.state, *self.hoisted])
         for env in cell.environments:
             self.environments[env.name] = Environment(env.name, env.resources)
@@ -353,12 +481,48 @@ class _Planner:
         removed += special_imports(tree)
         return remove_statements(cell.code, tree, removed) if removed else cell.code
 
+    def _in_driver(self, cell: Cell) -> bool:
+        """A task cell the ``dask`` target runs in the driver: it uses or makes the notebook's
+        Dask cluster, which lives there."""
+        if self.target != "dask":
+            return False
+        uses = [n for n in self._needed(cell.analysis.inputs) if n in self.clusters]
+        makes = checks.cluster_setups(self.trees[cell.number], self._dask_names())
+        if not (uses or makes):
+            return False
+        what = f"uses the notebook's Dask client {uses[0]!r}" if uses else "makes a Dask cluster"
+        self.notes.append(
+            f"{cell.label}: {what}, which lives in the driver; the cell runs there, and its Dask "
+            f"work on that cluster (its own request is not applied)"
+        )
+        return True
+
+    def _dask_names(self) -> dict[str, str]:
+        """Names bound to Dask's modules or classes (``Client``, ``distributed``...), with the
+        module they come from."""
+        return {
+            name: module
+            for name, module in self.modules.items()
+            if module.partition(".")[0] in checks.DASK_PACKAGES
+        }
+
+    def _finish(self, cell: Cell, code: str, reads: Iterable[str]) -> str:
+        """The cell's code with its ``Out[]`` shown and, where it draws, its figures closed."""
+        code = show_last_value(code, cell.analysis.last_expr_silenced, self.helpers("show"))
+        if self.draws and self._reads_module(reads, FIGURE_MODULES):
+            code = code.rstrip("\n") + f"\n{self.helpers('close_figures')}()\n"
+        return code
+
     # -- cells ----------------------------------------------------------------------------------
 
     def _driver(self, cell: Cell, code: str) -> None:
-        code = show_last_value(cell, code)
-        unchanged = code == cell.code
-        analysis = cell.analysis if unchanged else analyze_cell(code)
+        tree = _parse(code)
+        setups = checks.cluster_setups(tree, self._dask_names())
+        if setups and self.target != "dask":
+            code = self._without_cluster(cell, code, setups)
+        self.clusters.update(name for _, name in setups)
+        code = self._finish(cell, code, cell.analysis.inputs)
+        analysis = analyze_cell(code) if code != cell.code else cell.analysis
         reads = self._needed(analysis.inputs)
         run_imports = []
         for name in reads:
@@ -366,75 +530,132 @@ class _Planner:
             if binding and binding.kind == "module" and not binding.in_driver:
                 run_imports.append(binding.import_text or "")
                 binding.in_driver = True
-        gather = self._futures(reads)
-        for name in gather:
-            self.state[name] = _Binding("value")
+        if self.target == "latch":
+            self._check_travel(cell, reads)
         if code.strip() or run_imports:
-            self.steps.append(DriverStep(cell, code, gather, tuple(run_imports)))
+            changes = self._changes_state(cell)
+            self.steps.append(DriverStep(cell, code, tuple(run_imports), changes))
         only = self.imports[cell.number]
+        generators = checks.generator_names(tree)
         for name in analysis.outputs:
             text = only.names[name] if name in only.only else None
-            self.state[name] = _Binding("module", text) if text else _Binding("value")
+            binding = _Binding("module", text) if text else _Binding("value")
+            binding.generator = cell.label if name in generators else None
+            self.state[name] = binding
             self.definitions.pop(name, None)
+            if name not in (n for _, n in setups):
+                self.clusters.discard(name)
         if analysis.functions or analysis.classes or "lambda" in code:
-            tree = self.trees[cell.number] if unchanged else ast.parse(code)
-            self.definitions.update(_definitions(code, tree))
+            self.definitions.update(_definitions(code, _parse(code)))
         self._unbind(analysis.deleted)
 
+    def _without_cluster(self, cell: Cell, code: str, setups: list[tuple[ast.stmt, str]]) -> str:
+        """Flyte and Latch: the notebook's cluster left out, a stand-in in its place."""
+        lines = code.splitlines()
+        stand_in = self.helpers("local_dask")
+        for stmt, name in sorted(setups, key=lambda s: s[0].lineno, reverse=True):
+            start, end = stmt.lineno, stmt.end_lineno or stmt.lineno
+            typed = [f"# {line}".rstrip() for line in lines[start - 1 : end]]
+            lines[start - 1 : end] = [
+                *typed,
+                f"{name} = {stand_in}()  # taskcell: Dask runs in this process instead",
+            ]
+            self.notes.append(
+                f"{cell.label}: the notebook's Dask cluster ({name!r}) is left out; "
+                f"{self.target} runs the cells' Dask work in each task's own process"
+            )
+        return "\n".join(lines) + "\n"
+
+    def _check_travel(self, cell: Cell, names: Iterable[str]) -> None:
+        """Refuse a cell that reads a generator another task bound: it cannot travel."""
+        for name in names:
+            binding = self.state.get(name)
+            if binding is not None and binding.generator and binding.generator != cell.label:
+                self.problems.append(
+                    f"{cell.label}: reads {name!r}, which {binding.generator} binds to a "
+                    f"generator; a generator cannot travel between tasks. Bind a list instead "
+                    f"({name} = [...])"
+                )
+
     def _task(self, cell: Cell, code: str) -> None:
-        request = resolve_request(cell, self.presets, self.environments)
+        try:
+            request = resolve_request(cell, self.presets, self.environments)
+        except ExportError as e:
+            self.problems.append(str(e))
+            return
         environment = self.env_defs.get(request.env) if request.env is not None else None
         if environment is not None:
             self.used_envs[environment] = None
         if self.platform:
-            checks.check_platform(cell, request, self.platform)
-        code = drop_last_value(code)
-        unchanged = code == cell.code
-        analysis = cell.analysis if unchanged else analyze_cell(code)
-        state, hoisted = self.state, self.hoisted
+            try:
+                checks.check_platform(cell, request, self.platform)
+            except ExportError as e:
+                self.problems.append(str(e))
+        analysis = cell.analysis
+        state, module_globals = self.state, self.module_globals
 
         params: list[str] = []
         local_imports: list[str] = []
         for name in analysis.inputs:
             binding = state.get(name)
-            if name in hoisted or binding is None:
+            if name in module_globals or binding is None:
                 continue  # a module global, or unbound here (the cell fails as in the notebook)
             if binding.kind == "module":
                 local_imports.append(binding.import_text or "")
             else:
                 params.append(name)
-        expression_names = [n for n in _expression_names(cell) if n not in hoisted]
+        expression_names = [n for n in _expression_names(cell) if n not in module_globals]
         for name in expression_names:
             if name not in state:
                 field = next(f for f, text in request.dynamic.items() if name in text)
-                raise ExportError(
+                self.problems.append(
                     f"{cell.label}: --{field} {request.dynamic[field]!r} reads {name!r}, which "
                     f"no cell before it binds"
                 )
+                return
             if name not in params:
                 params.append(name)
+        self._check_travel(cell, params)
 
         # Resource expressions need values, and so do notebook functions' closures.
         through_functions = self._needed(p for p in params if p in self.definitions)
-        gather = self._futures([*expression_names, *through_functions])
+        needs = tuple(
+            n
+            for n in dict.fromkeys([*expression_names, *through_functions])
+            if n in state and state[n].kind == "future"
+        )
         after = {
             state[n].producer
-            for n in [*params, *gather]
+            for n in [*params, *needs]
             if n in state and state[n].kind == "future" and state[n].producer is not None
         }
-        for name in gather:
-            state[name] = _Binding("value")
 
         only = self.imports[cell.number].only
-        tree = self.trees[cell.number] if unchanged else ast.parse(code)
+        body = self._finish(cell, code, analysis.inputs)
+        tree = _parse(code)
         maybe = maybe_unbound(code, tree, analysis.outputs)
-        returns = tuple(
+        generators = checks.generator_names(tree)
+        read_later = self.read_after[cell.number]
+        updates = tuple(
+            n
+            for n in analysis.mutated
+            if n in params and n not in self.definitions and n not in self.clusters
+        )
+        returns = [
             n
             for n in analysis.outputs
-            if n not in hoisted
+            if n not in module_globals
             and n not in only
-            and (n not in maybe or n in self.read_after[cell.number])
-        )
+            and n not in updates
+            and (n not in maybe or n in read_later)
+            and (n in read_later or (self.target != "flyte" and n not in generators))
+        ]
+        for name in returns:
+            if name in generators:
+                self.problems.append(
+                    f"{cell.label}: binds {name!r} to a generator, which cannot travel from a "
+                    f"task, and a later cell reads it. Bind a list instead ({name} = [...])"
+                )
         assert cell.task is not None
         preferred = cell.task.name or (
             f"compute_{returns[0]}" if returns else f"cell_{cell.number}"
@@ -445,24 +666,41 @@ class _Planner:
                 cell,
                 self.namer.fresh(preferred, f"{preferred}_task"),
                 tuple(params),
-                returns,
-                code,
+                (*updates, *returns),
+                body,
                 request,
-                tuple(dict.fromkeys(local_imports)),
-                gather,
-                tuple(n for n in analysis.deleted if n in state and n not in analysis.outputs),
-                tuple(sorted(a for a in after if a is not None)),
-                environment,
+                updates=updates,
+                local_imports=tuple(dict.fromkeys(local_imports)),
+                needs=needs,
+                deletes=tuple(
+                    n for n in analysis.deleted if n in state and n not in analysis.outputs
+                ),
+                after=tuple(sorted(a for a in after if a is not None)),
+                environment=environment,
+                changes_state=self._changes_state(cell),
             )
         )
-        for name in analysis.outputs:
-            if name in only and name not in hoisted:
+        for name in (*updates, *analysis.outputs):
+            if name in only and name not in self.hoisted:
                 import_text = self.imports[cell.number].names[name]
                 state[name] = _Binding("module", import_text, in_driver=False)
-            elif name in returns:
+            elif name in updates or name in returns:
                 state[name] = _Binding("future", producer=position)
             self.definitions.pop(name, None)
         self._unbind(n for n in analysis.deleted if n not in analysis.outputs)
+
+
+def _changed(t: Type) -> Type:
+    """The type of a value after a change in place: a DataFrame stays one; a container's items
+    may be of any type."""
+    return t if t.kind == "frame" else ANY
+
+
+def _parse(code: str) -> ast.Module:
+    try:
+        return ast.parse(code)
+    except SyntaxError:  # the cell's problem is named already
+        return ast.Module(body=[], type_ignores=[])
 
 
 def _expression_names(cell: Cell) -> tuple[str, ...]:
@@ -471,11 +709,11 @@ def _expression_names(cell: Cell) -> tuple[str, ...]:
         return ()
     try:
         return _fields_names(tuple(cell.task.fields.items()))
-    except SpecError as e:
-        raise ExportError(f"{cell.label}: {e}") from e
+    except SpecError:
+        return ()  # the request's own error names the cell
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def _fields_names(fields: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """The task's names the expressions read, in the order they are read (the cell analysis's)."""
     from taskcell.runner.task_line import is_dynamic

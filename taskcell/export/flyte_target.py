@@ -12,12 +12,18 @@ taskcell combines an environment and a cell's own fields field by field (see
 :mod:`taskcell.spec.environment`). So every environment here carries its tasks' whole, already
 combined request: a cell ``--env etl --memory 2Gi`` under ``etl = --cpu 1 --memory 1Gi`` gets an
 environment of its own with ``cpu=1, memory="2Gi"``. Each ``%%task`` cell becomes a task of its
-environment, taking and returning ``typing.Any`` (Flyte pickles such values). The other cells
-become the driver, itself a task (``main``) in a ``driver`` environment that depends on the
-others; consecutive tasks that do not read each other's names are awaited together with
-``asyncio.gather``. A dynamic resource expression becomes ``task.override(resources=...)`` at the
-call, evaluated with the driver's values, and, since Flyte's override replaces the request, the
-override repeats the request's fixed fields beside the computed ones.
+environment, typed where the code makes a value's type certain (``int``, ``float``, ``str``,
+``bool``, lists and dicts of them, ``pandas.DataFrame``: Flyte's own types) and pickled
+otherwise (``Any``, as :func:`~taskcell.export.standalone.portable` hands it over: Flyte
+refuses ``None``, and takes a returned tuple for several results). Where the notebook imports
+numpy, pandas, matplotlib, scikit-learn or ``random``, a task also takes the process-wide state
+(``state``) and gives it back when it may change it. The other cells become the driver, itself
+a task (``main``) in a ``driver`` environment that depends on the others; it takes the changes a
+task made to its objects in place (``update``), and awaits together the tasks in a row that do
+not read each other's names or state (``asyncio.gather``). A dynamic resource expression becomes
+``task.override(resources=...)`` at the call, evaluated with the driver's values, and, since
+Flyte's override replaces the request, the override repeats the request's fixed fields beside
+the computed ones.
 
 What Flyte cannot express is refused with :class:`~taskcell.export.ExportError` naming the cell
 (more than 8 GPUs of a type, a MIG partition Flyte does not list) or left out with a warning
@@ -29,10 +35,11 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from taskcell.export.codegen import docstring, indent
-from taskcell.export.flow import DriverStep, Namer, TaskStep, TextStep, Workflow
+from taskcell.export.codegen import Namer, docstring, indent
+from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
+from taskcell.export.latch_types import ANY, Type, has_path, is_known
 from taskcell.export.notebook import ExportError
-from taskcell.export.render import ImportBlock, driver_body, task_function
+from taskcell.export.render import ImportBlock, driver_body, function, helpers
 from taskcell.spec import GPU, TPU, Device, Resources, format_quantity
 
 __all__ = ["FLYTE_ACCELERATORS", "FLYTE_MIG", "flyte_resources", "render_flyte"]
@@ -179,125 +186,17 @@ def _env_name(text: str, taken: set[str]) -> str:
     return name
 
 
-def _annotation(step: TaskStep) -> str:
-    if not step.returns:
-        return "None"
-    if len(step.returns) == 1:
-        return "Any"
-    return f"tuple[{', '.join('Any' for _ in step.returns)}]"
-
-
 def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
     """The ``flyte`` target's module source (unformatted), and notes on what it left out."""
     notes: list[str] = []
-    namer = Namer(workflow.names | {t.function for t in workflow.tasks})
+    namer = workflow.namer(t.function for t in workflow.tasks)
     imports = ImportBlock(workflow, namer)
-    argparse = imports.module("argparse")
-    asyncio = imports.module("asyncio")
-    any_ = imports.name("typing", "Any", "typing")
-    flyte = imports.module("flyte")
-    main = namer.fresh("main", "workflow")
-
-    # One environment per distinct request.
-    env_names: set[str] = set()
-    envs: dict[str, tuple[str, str]] = {}  # Resources(...) text -> (variable, flyte name)
-    env_of: dict[str, str] = {}  # task function -> environment variable
-    env_lines: list[str] = []
-    for step in workflow.tasks:
-        request = step.request
-        fixed = Resources(
-            **{
-                f: getattr(request.resources, f)
-                for f in ("cpu", "memory", "gpu", "disk", "shm")
-                if f not in request.dynamic
-            },
-            extra=request.resources.extra,
-        )
-        fields = flyte_resources(fixed, flyte, step.cell.label, notes)
-        text = ", ".join(f"{k}={v}" for k, v in fields.items())
-        if text not in envs:
-            if step.environment is not None and request.own.is_empty() and not request.dynamic:
-                preferred = step.environment.name
-            elif request.pure_preset and request.preset:
-                preferred = request.preset
-            elif not text:
-                preferred = "tasks"
-            else:
-                preferred = step.function
-            name = _env_name(preferred, env_names)
-            variable = namer.fresh(f"{name}_env" if not name.endswith("env") else name)
-            envs[text] = (variable, name)
-            resources = f", resources={flyte}.Resources({text})" if text else ""
-            env_lines.append(f"{variable} = {flyte}.TaskEnvironment(name={name!r}{resources})")
-        env_of[step.function] = envs[text][0]
-    driver_env = namer.fresh("driver_env")
-    depends = ", ".join(variable for variable, _ in envs.values())
-    driver_name = _env_name("driver", env_names)
-    env_lines.append(
-        f"{driver_env} = {flyte}.TaskEnvironment(name={driver_name!r}"
-        + (f", depends_on=[{depends}])" if depends else ")")
-    )
-
-    functions = [
-        task_function(
-            step,
-            [
-                f"@{env_of[step.function]}.task"
-                + (f"(retries={step.request.retries})" if step.request.retries else "")
-            ],
-            annotation=any_,
-            returns=_annotation(step).replace("Any", any_),
-        )
-        for step in workflow.tasks
-    ]
-
-    def invocation(step: TaskStep) -> str:
-        if not step.request.dynamic:
-            return f"{step.function}.aio({', '.join(step.params)})"
-        fixed = Resources(
-            **{
-                f: getattr(step.request.resources, f)
-                for f in ("cpu", "memory", "gpu", "disk", "shm")
-                if f not in step.request.dynamic
-            }
-        )
-        fields = flyte_resources(fixed, flyte, step.cell.label, [])
-        for name, expression in step.request.dynamic.items():
-            value = expression.strip()
-            fields[name] = value if name in ("cpu", "gpu") else f"str({value})"
-        text = ", ".join(f"{k}={v}" for k, v in fields.items())
-        return (
-            f"{step.function}.override(resources={flyte}.Resources({text}))"
-            f".aio({', '.join(step.params)})"
-        )
-
-    def target(step: TaskStep) -> str:
-        if not step.returns:
-            return "_"
-        if len(step.returns) == 1:
-            return step.returns[0]
-        return f"({', '.join(step.returns)})"
-
-    groups = _groups(workflow)
-
-    def call(step: TaskStep) -> list[str]:
-        group = groups.get(id(step))
-        if group is None:  # awaited with the first task of its group
-            return []
-        if len(group) == 1:
-            bound = target(step).strip("()")
-            prefix = f"{bound} = " if step.returns else ""
-            return [f"{prefix}await {invocation(step)}"]
-        targets = ", ".join(target(s) for s in group)
-        calls = ", ".join(invocation(s) for s in group)
-        return [f"{targets} = await {asyncio}.gather({calls})"]
-
-    body = driver_body(workflow, call)
-    main_doc = '"""Run the notebook\'s workflow: its code cells here, its %%task cells as tasks."""'
-    main_source = (
-        f"@{driver_env}.task\nasync def {main}() -> None:\n    {main_doc}\n"
-        + "\n\n".join(map(indent, body))
-    )
+    writer = _Writer(workflow, imports, namer)
+    env_lines, env_of = _environments(workflow, writer.flyte, namer, notes)
+    functions = [writer.task(step, env_of[step.function]) for step in workflow.tasks]
+    driver_env = env_lines[-1].partition(" = ")[0]
+    main_source = writer.driver(driver_env)
+    flyte, argparse = writer.flyte, imports.module("argparse")
     cli = (
         'if __name__ == "__main__":\n'
         f"    parser = {argparse}.ArgumentParser(\n"
@@ -310,18 +209,197 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
         "    )\n"
         "    if parser.parse_args().local:\n"
         f"        {flyte}.init()\n"
+        f"        {flyte}.run({writer.main})\n"
         "    else:\n"
         f"        {flyte}.init_from_config()\n"
-        f"    print({flyte}.run({main}).url)\n"
+        f"        print({flyte}.run({writer.main}).url)\n"
     )
-    parts = [docstring(workflow.docstring), imports.render(), "\n".join(env_lines)]
-    parts += [*functions, main_source, cli]
+    start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
+    sources = helpers(workflow, imports, copy=True)
+    parts = [docstring(workflow.docstring), imports.render(), *sources, *start]
+    parts += ["\n".join(env_lines), *functions, main_source, cli]
     source = "\n\n\n".join(part.strip("\n") for part in parts if part.strip()) + "\n"
     return source, notes
 
 
+def _environments(
+    workflow: Workflow, flyte: str, namer: Namer, notes: list[str]
+) -> tuple[list[str], dict[str, str]]:
+    """One ``TaskEnvironment`` per distinct request, then the driver's: their lines, and each
+    task's environment variable."""
+    env_names: set[str] = set()
+    envs: dict[str, str] = {}  # Resources(...) text -> variable
+    env_of: dict[str, str] = {}
+    lines: list[str] = []
+    for step in workflow.tasks:
+        request = step.request
+        fixed = Resources(
+            **{f: getattr(request.resources, f) for f in _FIELDS if f not in request.dynamic},
+            extra=request.resources.extra,
+        )
+        text = ", ".join(
+            f"{k}={v}" for k, v in flyte_resources(fixed, flyte, step.cell.label, notes).items()
+        )
+        if text not in envs:
+            if step.environment is not None and request.own.is_empty() and not request.dynamic:
+                preferred = step.environment.name
+            elif request.pure_preset and request.preset:
+                preferred = request.preset
+            else:
+                preferred = step.function if text else "tasks"
+            name = _env_name(preferred, env_names)
+            variable = namer.fresh(f"{name}_env" if not name.endswith("env") else name)
+            envs[text] = variable
+            resources = f", resources={flyte}.Resources({text})" if text else ""
+            lines.append(f"{variable} = {flyte}.TaskEnvironment(name={name!r}{resources})")
+        env_of[step.function] = envs[text]
+    driver_env = namer.fresh("driver_env")
+    depends = ", ".join(envs.values())
+    lines.append(
+        f"{driver_env} = {flyte}.TaskEnvironment(name={_env_name('driver', env_names)!r}"
+        + (f", depends_on=[{depends}])" if depends else ")")
+    )
+    return lines, env_of
+
+
+_FIELDS = ("cpu", "memory", "gpu", "disk", "shm")
+
+
+class _Writer:
+    """Spells the tasks and the driver, with their Flyte types and the helpers they call."""
+
+    def __init__(self, workflow: Workflow, imports: ImportBlock, namer: Namer) -> None:
+        self.workflow, self.imports, self.namer = workflow, imports, namer
+        self.flyte = imports.module("flyte")
+        self.typing = imports.module("typing")
+        self.main = namer.fresh("main", "workflow")
+        self.state = namer.fresh("state") if workflow.carries_state else None
+        self.helper = workflow.helpers
+
+    def annotation(self, t: Type) -> str:
+        """A value's annotation: Flyte's own types where the code makes them certain, else a
+        pickle (``Any``, which the value reaches :func:`~taskcell.export.standalone.portable`:
+        Flyte refuses ``None`` as ``Any``)."""
+        if t.kind in ("int", "float", "str", "bool"):
+            return t.kind
+        if t.kind == "frame":
+            return f"{self.imports.module('pandas')}.DataFrame"
+        if (
+            t.kind in ("list", "dict")
+            and is_known(t)
+            and not has_path(t)
+            and "union" not in repr(t)
+        ):
+            item = self.annotation(t.args[0])
+            return f"list[{item}]" if t.kind == "list" else f"dict[str, {item}]"
+        return f"{self.typing}.Any"
+
+    def task(self, step: TaskStep, env: str) -> str:
+        """A task cell as a Flyte task: typed parameters and results, the process-wide state
+        taken and given back, the values Flyte would refuse made portable."""
+        params = [f"{p}: {self.annotation(step.types.get(p, ANY))}" for p in step.params]
+        body = []
+        if self.state:
+            params.append(f"{self.state}: {self.typing}.Any")
+            body.append(f"{self.helper('set_process_state')}({self.state})")
+        body += [*step.local_imports, step.body]
+        types = [step.types.get(n, ANY) for n in step.returns]
+        values = list(step.returns)
+        annotations = [self.annotation(t) for t in types]
+        if step.changes_state and self.state:
+            values.append(f"{self.helper('process_state')}()")
+            annotations.append(f"{self.typing}.Any")
+        values = [  # untouched by Flyte, which would take a tuple for several outputs
+            f"{self.helper('portable')}({value})" if annotation.endswith(".Any") else value
+            for value, annotation in zip(values, annotations, strict=True)
+        ]
+        if values:
+            body.append(f"return {', '.join(values)}")
+        returns = (
+            "None"
+            if not annotations
+            else annotations[0]
+            if len(annotations) == 1
+            else f"tuple[{', '.join(annotations)}]"
+        )
+        retries = f"(retries={step.request.retries})" if step.request.retries else ""
+        return function(step.function, params, body, [f"@{env}.task{retries}"], returns)
+
+    def driver(self, driver_env: str) -> str:
+        """``main()``, the driver task: the code cells, and each task awaited where the notebook
+        ran it (task cells in a row that do not read each other's names, together)."""
+        groups = _groups(self.workflow)
+
+        def call(step: TaskStep) -> list[str]:
+            group = groups.get(id(step))
+            if group is None:  # awaited with the first task of its group
+                return []
+            targets, after = [], []
+            for member in group:
+                names, lines = self._bindings(member)
+                targets.append(names)
+                after += lines
+            calls = [self._invocation(member) for member in group]
+            if len(group) == 1:
+                bound = f"{targets[0]} = " if targets[0] else ""
+                return [f"{bound}await {calls[0]}", *after]
+            asyncio = self.imports.module("asyncio")
+            bound = ", ".join(f"({t})" if "," in t else t or "_" for t in targets)
+            return [f"{bound} = await {asyncio}.gather({', '.join(calls)})", *after]
+
+        body = driver_body(self.workflow, call)
+        doc = '"""Run the notebook\'s workflow: its code cells here, its %%task cells as tasks."""'
+        return f"@{driver_env}.task\nasync def {self.main}() -> None:\n    {doc}\n" + "\n\n".join(
+            map(indent, body)
+        )
+
+    def _bindings(self, step: TaskStep) -> tuple[str, list[str]]:
+        """What a task's call binds, and the lines that take its changes in place and state."""
+        names, lines = [], []
+        for name in step.returns:
+            if name in step.updates:
+                new = self.namer.fresh(f"{name}_new")
+                names.append(new)
+                lines.append(f"{name} = {self.helper('update')}({name}, {new})")
+            else:
+                names.append(name)
+        if step.changes_state and self.state:
+            names.append(self.state)
+            lines.append(f"{self.helper('set_process_state')}({self.state})")
+        return ", ".join(names), lines
+
+    def _invocation(self, step: TaskStep) -> str:
+        args = [
+            p
+            if self.annotation(step.types.get(p, ANY)) != f"{self.typing}.Any"
+            else f"{self.helper('portable')}({p})"
+            for p in step.params
+        ]
+        if self.state:
+            args.append(f"{self.helper('process_state')}()")
+        if not step.request.dynamic:
+            return f"{step.function}.aio({', '.join(args)})"
+        fixed = Resources(
+            **{
+                f: getattr(step.request.resources, f)
+                for f in _FIELDS
+                if f not in step.request.dynamic
+            }
+        )
+        fields = flyte_resources(fixed, self.flyte, step.cell.label, [])
+        for name, expression in step.request.dynamic.items():
+            value = expression.strip()
+            fields[name] = value if name in ("cpu", "gpu") else f"str({value})"
+        text = ", ".join(f"{k}={v}" for k, v in fields.items())
+        return (
+            f"{step.function}.override(resources={self.flyte}.Resources({text}))"
+            f".aio({', '.join(args)})"
+        )
+
+
 def _groups(workflow: Workflow) -> dict[int, list[TaskStep]]:
-    """Runs of consecutive task steps that do not read each other's results, by first step.
+    """Runs of consecutive task steps that do not read each other's results or state, by first
+    step.
 
     Maps ``id(first step)`` to the run; later steps of a run are absent (they are awaited with
     the first).
@@ -341,7 +419,12 @@ def _groups(workflow: Workflow) -> dict[int, list[TaskStep]]:
             close()
             continue
         depends = set(step.after) & set(positions)
-        if depends or step.deletes or (current and current[-1].deletes):
+        if (
+            depends
+            or step.deletes
+            or step.needs
+            or (current and (current[-1].deletes or any(s.changes_state for s in current)))
+        ):
             close()
         current.append(step)
         positions.append(position)

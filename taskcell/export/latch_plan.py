@@ -8,14 +8,18 @@ workflow plan (:mod:`taskcell.export.flow`) this module decides, cell by cell:
   them, ``Path("...")``; see :func:`~taskcell.export.latch_types.literal_type`), on lines of its
   own, binding a name no other statement binds, becomes a typed parameter of the workflow with
   the notebook's value as its default (a path has none: Latch asks for the file).
-- **Module-level code.** Functions, classes and lambdas a code cell defines move to the top of
-  the module, where every task can call them. A literal they read becomes a module constant
-  instead of a parameter; an import they need moves with them; any other notebook value they
-  read is refused (:class:`~taskcell.export.ExportError`), since tasks share no variables.
+- **Module-level code.** A function, class or lambda a code cell defines moves to the top of the
+  module, where every task can call it, when the notebook binds its name nowhere else and all it
+  reads is there too (imports, literals as module constants, other such definitions). Any other
+  definition stays in its cell's task, and the function travels to the tasks that call it as a
+  value, as every other value does: a function defined again in a later cell, or rebound
+  (``f = dask.delayed(f)``), means what it meant in the notebook.
 - **Tasks.** The rest of each code cell becomes a ``small_task`` (``cell_N``), and each
   ``%%task`` cell a task with its request. A task takes the names it reads that a parameter or an
   earlier task bound, and returns those a later cell reads (a code cell also returns what it
-  changes in place: ``data.append(x)``, ``df["y"] = ...``), plus the notebook's results.
+  changes in place: ``data.append(x)``, ``df["y"] = ...``), plus the notebook's results. Where
+  the notebook imports numpy, pandas, matplotlib, scikit-learn or ``random``, the process-wide
+  state its cells share travels from each task that may change it to the tasks after it.
 - **Results.** A name whose last binding no later cell reads, and whose type is known, is an
   output of the workflow, named after it.
 
@@ -30,15 +34,17 @@ from dataclasses import dataclass
 
 from taskcell.export.codegen import comment
 from taskcell.export.flow import DriverStep, Namer, Step, TaskStep, TextStep, Workflow
+from taskcell.export.hoisting import alias_text
 from taskcell.export.latch_types import (
     ANY,
+    IMMUTABLE,
     Type,
     cell_types,
     has_path,
     is_known,
     literal_type,
 )
-from taskcell.export.notebook import Cell, ExportError
+from taskcell.export.notebook import Cell
 from taskcell.runner.analysis import analyze_cell
 
 __all__ = ["LatchPlan", "LatchTask", "Param", "plan_latch"]
@@ -66,6 +72,10 @@ class LatchTask:
     code: str
     imports: tuple[str, ...] = ()
     step: TaskStep | None = None
+    takes_state: bool = False
+    """It starts from the process-wide state an earlier task gave (its ``state`` argument)."""
+    gives_state: bool = False
+    """It returns the process-wide state it ended with, last."""
 
 
 @dataclass(frozen=True)
@@ -134,54 +144,15 @@ def _defined(stmt: ast.stmt) -> list[str]:
     return [getattr(stmt, "name", "")]
 
 
-def _stores(tree: ast.AST) -> dict[str, int]:
-    """How many times each name is bound anywhere in ``tree``."""
-    counts: dict[str, int] = {}
-    for node in ast.walk(tree):
-        names = []
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
-            names = [node.id]
-        elif isinstance(node, _DEFINITION):
-            names = [node.name]
-        elif isinstance(node, ast.alias):
-            names = [(node.asname or node.name).partition(".")[0]]
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
-def _changed(tree: ast.Module) -> set[str]:
-    """Names a cell changes in place: ``x.append(...)``, ``x[k] = ...``, ``x.a = ...``."""
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        targets: list[ast.expr] = []
-        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            targets = [node.value.func]
-        for target in targets:
-            while isinstance(target, ast.Attribute | ast.Subscript):
-                target = target.value
-                if isinstance(target, ast.Name):
-                    found.add(target.id)
-    return found
-
-
 def _imports(tree: ast.Module) -> dict[str, str]:
     """The names a cell's top-level imports bind, with the one-alias import that binds each."""
     found = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             for alias in stmt.names:
-                if alias.name == "*":
-                    continue
-                if isinstance(stmt, ast.Import):
-                    text = f"import {alias.name}"
-                    name = alias.asname or alias.name.partition(".")[0]
-                else:
-                    text = f"from {'.' * stmt.level}{stmt.module or ''} import {alias.name}"
-                    name = alias.asname or alias.name
-                found[name] = text + (f" as {alias.asname}" if alias.asname else "")
+                if alias.name != "*":
+                    name, text = alias_text(stmt, alias)
+                    found[name] = text
     return found
 
 
@@ -218,10 +189,7 @@ class _Planner:
         self.namer = namer
         hoisted = analyze_cell("\n".join(workflow.imports)).outputs if workflow.imports else ()
         self.hoisted = set(hoisted)
-        path_names = {"pathlib.Path"}
-        if "from pathlib import Path" in workflow.imports:
-            path_names.add("Path")
-        self.path_names = frozenset(path_names)
+        self.path_names = workflow.callables
         steps = workflow.steps
         self.code_steps = [
             (i, s) for i, s in enumerate(steps) if isinstance(s, DriverStep | TaskStep)
@@ -250,16 +218,22 @@ class _Planner:
         return after
 
     def _binding_counts(self) -> dict[str, int]:
-        """How many statements of the notebook bind each name."""
+        """How many top-level statements of code cells, and task cells, bind each name."""
         counts: dict[str, int] = {}
-        for i, _ in self.code_steps:
-            for name, n in _stores(self.trees[i]).items():
-                counts[name] = counts.get(name, 0) + n
+        for i, step in self.code_steps:
+            if isinstance(step, TaskStep):
+                outputs = [step.cell.analysis.outputs]
+            else:
+                code = step.code
+                outputs = [analyze_cell(_text(code, [stmt])).outputs for stmt in self.trees[i].body]
+            for names in outputs:
+                for name in names:
+                    counts[name] = counts.get(name, 0) + 1
         return counts
 
     def _split_code_cells(self) -> None:
         """Find the parameters and the definitions of the code cells."""
-        counts = self._binding_counts()
+        self.counts = self._binding_counts()
         for i, step in self.code_steps:
             if not isinstance(step, DriverStep):
                 continue
@@ -269,7 +243,7 @@ class _Planner:
             for stmt, alone in zip(tree.body, _alone(tree), strict=True):
                 if alone and _is_definition(stmt):
                     self.definitions[i].append(stmt)
-                elif alone and (param := self._param(stmt, step.code, counts)) is not None:
+                elif alone and (param := self._param(stmt, step.code, self.counts)) is not None:
                     self.params[param.name] = param
                     self.literals[i].append(stmt)
 
@@ -286,31 +260,41 @@ class _Planner:
         return Param(target.id, found, ast.get_source_segment(code, stmt.value) or "")
 
     def _module_level(self) -> None:
-        """Move definitions to the top; what they read becomes module constants or imports."""
+        """Move the definitions that can go to the top; what they read becomes module constants
+        or imports. The others stay in their cells."""
         imports: dict[str, str] = {}
         for i, _ in self.code_steps:
-            imports.update({n: t for n, t in _imports(self.trees[i]).items() if n not in imports})
-        defined: dict[str, int] = {}
-        for i, stmts in self.definitions.items():
-            for stmt in stmts:
-                for name in _defined(stmt):
-                    if name in defined:
-                        raise ExportError(
-                            f"{self._label(i)}: defines {name!r}, which "
-                            f"{self._label(defined[name])} defined before; Latch tasks share one "
-                            f"module-level {name!r}, so give each definition its own name"
-                        )
-                    defined[name] = i
-        self.module_names |= set(defined)
+            for name, text in _imports(self.trees[i]).items():
+                imports.setdefault(name, text)
+        candidates: dict[str, tuple[int, ast.stmt, tuple[str, ...]]] = {}
         for i, stmts in self.definitions.items():
             code = _code(self.workflow.steps[i])
             for stmt in stmts:
-                self._hoist_reads(i, stmt, code, imports)
+                names = _defined(stmt)
+                if all(self.counts.get(name) == 1 for name in names):
+                    reads = analyze_cell(_text(code, [stmt])).inputs
+                    for name in names:
+                        candidates[name] = (i, stmt, reads)
+        changed = True
+        while changed:  # a definition reading one that stays in its cell stays too
+            changed = False
+            for name, (_, _, reads) in list(candidates.items()):
+                known = self.module_names | set(candidates) | set(imports) | set(self.params)
+                if not set(reads) <= known:
+                    del candidates[name]
+                    changed = True
+        moved = {id(stmt) for _, stmt, _ in candidates.values()}
+        for i, stmts in self.definitions.items():
+            self.definitions[i] = [stmt for stmt in stmts if id(stmt) in moved]
+        self.module_names |= set(candidates)
+        for i, stmts in self.definitions.items():
+            code = _code(self.workflow.steps[i])
+            for stmt in stmts:
+                self._hoist_reads(analyze_cell(_text(code, [stmt])).inputs, imports)
                 self.module_code.append(_text(code, [stmt]))
 
-    def _hoist_reads(self, i: int, stmt: ast.stmt, code: str, imports: Mapping[str, str]) -> None:
-        """Put what a definition reads at the module's top too, or refuse it."""
-        reads = analyze_cell(_text(code, [stmt])).inputs
+    def _hoist_reads(self, reads: Iterable[str], imports: Mapping[str, str]) -> None:
+        """Put what a moved definition reads at the module's top too."""
         for name in reads:
             if name in self.module_names:
                 continue
@@ -319,13 +303,6 @@ class _Planner:
             elif name in self.params:
                 param = self.params.pop(name)
                 self.module_code.append(f"{name} = {param.default}")
-            else:
-                defined = _defined(stmt)[0]
-                raise ExportError(
-                    f"{self._label(i)}: notebook function {defined!r} reads {name!r}, a value "
-                    f"computed in the notebook; Latch tasks share no variables, so pass {name!r} "
-                    f"to {defined!r} as an argument"
-                )
             self.module_names.add(name)
 
     def _label(self, i: int) -> str:
@@ -340,6 +317,7 @@ class _Planner:
         self.imported: dict[str, str] = {}
         self.bound_at: dict[str, int] = {}  # name -> the step whose task returned it last
         self.last_binding = self._last_bindings()
+        self.state_given = False  # whether a task before gave the process-wide state
         tasks: list[LatchTask] = []
         body: list[str | LatchTask] = []
         for i, step in enumerate(self.workflow.steps):
@@ -362,12 +340,12 @@ class _Planner:
         """For each name, the last step that binds it."""
         last: dict[str, int] = {}
         for i, step in self.code_steps:
-            for name in _outputs(step, self.trees[i]):
+            for name in _outputs(step):
                 last[name] = i
         return last
 
     def _driver(self, i: int, step: DriverStep) -> LatchTask | None:
-        """A code cell's task: the cell without its parameters and definitions (None if
+        """A code cell's task: the cell without its parameters and moved definitions (None if
         nothing else is left but imports)."""
         for stmt in self.literals[i]:
             name = stmt.targets[0].id  # type: ignore[attr-defined]
@@ -382,16 +360,20 @@ class _Planner:
         analysis = analyze_cell(code)
         inputs = [n for n in analysis.inputs if n in self.types]
         needed = [self.imported[n] for n in analysis.inputs if n in self.imported]
-        changed = [n for n in inputs if n in _changed(tree) and n not in analysis.outputs]
+        changed = [
+            n
+            for n in analysis.mutated
+            if n in inputs and n not in analysis.outputs and self.types[n].kind not in IMMUTABLE
+        ]
         task = _Draft(
             self.namer.fresh(f"cell_{step.cell.number}"),
             step.cell,
             code,
             inputs,
-            [*analysis.outputs, *changed],
+            [*changed, *analysis.outputs],
             [*step.imports, *needed],
         )
-        return self._make(i, task, tree, own_imports, None)
+        return self._make(i, task, tree, own_imports, None, step.changes_state)
 
     def _task(self, i: int, step: TaskStep) -> LatchTask:
         """A ``%%task`` cell's task: its inputs less the names now at the module's top."""
@@ -399,7 +381,7 @@ class _Planner:
         task = _Draft(
             step.function, step.cell, step.body, inputs, list(step.returns), step.local_imports
         )
-        return self._make(i, task, ast.parse(step.body), {}, step)
+        return self._make(i, task, ast.parse(step.body), {}, step, step.changes_state)
 
     def _make(
         self,
@@ -408,6 +390,7 @@ class _Planner:
         tree: ast.Module,
         own_imports: Mapping[str, str],
         step: TaskStep | None,
+        changes_state: bool,
     ) -> LatchTask:
         """The task: its inputs typed as they travel, and the outputs it must return."""
         params = tuple((n, self.types.get(n, ANY)) for n in draft.inputs)
@@ -423,8 +406,18 @@ class _Planner:
                 self.types[name] = t
                 self.bound_at[name] = i
         imports = tuple(dict.fromkeys(draft.imports))
+        takes_state = self.state_given
+        self.state_given = self.state_given or changes_state
         return LatchTask(
-            draft.function, draft.cell.label, params, tuple(returns), draft.code, imports, step
+            draft.function,
+            draft.cell.label,
+            params,
+            tuple(returns),
+            draft.code,
+            imports,
+            step,
+            takes_state,
+            changes_state,
         )
 
 
@@ -444,7 +437,8 @@ def _code(step: Step) -> str:
     return step.code if isinstance(step, DriverStep) else step.body  # type: ignore[union-attr]
 
 
-def _outputs(step: DriverStep | TaskStep, tree: ast.Module) -> list[str]:
+def _outputs(step: DriverStep | TaskStep) -> list[str]:
     if isinstance(step, TaskStep):
         return list(step.returns)
-    return list(analyze_cell(step.code).outputs) + sorted(_changed(tree))
+    analysis = analyze_cell(step.code)
+    return [*analysis.outputs, *analysis.mutated]

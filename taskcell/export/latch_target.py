@@ -30,18 +30,16 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from fractions import Fraction
 
 from taskcell.errors import SpecError
-from taskcell.export.codegen import docstring, indent
-from taskcell.export.flow import Namer, TaskStep, Workflow
+from taskcell.export.codegen import Namer, docstring, indent
+from taskcell.export.flow import TaskStep, Workflow
 from taskcell.export.latch_plan import LatchPlan, LatchTask, Param, plan_latch
 from taskcell.export.latch_types import ANY, Type, has_path, path_shape
 from taskcell.export.notebook import ExportError
-from taskcell.export.render import ImportBlock
-from taskcell.export.standalone import cores, gib, on_this_machine, portable
-from taskcell.export.standalone import source as standalone_source
+from taskcell.export.render import ImportBlock, function, helpers
 from taskcell.spec import BUILTIN_PRESETS, GPU, LATCH, Expression, Resources, check_limits
 
 __all__ = ["latch_decorator", "render_latch"]
@@ -210,17 +208,8 @@ class _Writer:
         self.imports = ImportBlock(workflow, namer)
         self.namer = namer
         self.typing = self.imports.module("typing")
-        self.helpers: dict[str, str] = {}  # standalone function -> the name the module uses
-
-    def helper(self, function: Callable[..., object]) -> str:
-        """The module's name for a standalone function, copied in on first use."""
-        if function.__name__ not in self.helpers:
-            self.helpers[function.__name__] = self.namer.fresh(f"_{function.__name__}")
-        return self.helpers[function.__name__]
-
-    def helper_sources(self) -> list[str]:
-        functions = {f.__name__: f for f in (cores, gib, portable, on_this_machine)}
-        return [standalone_source(functions[f], name) for f, name in self.helpers.items()]
+        self.helper = workflow.helpers
+        self.state = namer.fresh("state") if workflow.carries_state else ""
 
     def path_class(self, kind: str) -> str:
         if kind == "file":
@@ -240,28 +229,31 @@ class _Writer:
         return f"{self.typing}.{generic}[{'str, ' if t.kind == 'dict' else ''}{args}]"
 
     def returns(self, task: LatchTask) -> str:
-        if not task.returns:
+        types = [t for _, t in task.returns] + ([ANY] if task.gives_state else [])
+        if not types:
             return "None"
-        if len(task.returns) == 1:
-            return self.annotation(task.returns[0][1])
-        return f"{self.typing}.Tuple[{', '.join(self.annotation(t) for _, t in task.returns)}]"
+        if len(types) == 1:
+            return self.annotation(types[0])
+        return f"{self.typing}.Tuple[{', '.join(self.annotation(t) for t in types)}]"
 
     def task(self, task: LatchTask, decorator: str) -> str:
-        """A task's source: decorator, typed signature, imports, path conversions, code."""
-        params = ", ".join(f"{name}: {self.annotation(t)}" for name, t in task.params)
-        lines = [*task.imports, *self._paths(task.params)]
-        if task.code.strip():
-            lines.append(task.code.strip("\n"))
-        if task.returns:
-            values = [
-                f"{self.helper(portable)}({name})" if t == ANY else name for name, t in task.returns
-            ]
+        """A task's source: decorator, typed signature, the process-wide state taken, imports,
+        path conversions, code, and what it returns (untyped values made portable: Latch
+        carries no ``None`` as a pickle)."""
+        params = [f"{name}: {self.annotation(t)}" for name, t in task.params]
+        lines = []
+        if task.takes_state:
+            params.append(f"{self.state}: {self.typing}.Any")
+            lines.append(f"{self.helper('set_process_state')}({self.state})")
+        lines += [*task.imports, *self._paths(task.params), task.code]
+        values = [
+            f"{self.helper('portable')}({name})" if t == ANY else name for name, t in task.returns
+        ]
+        if task.gives_state:
+            values.append(f"{self.helper('portable')}({self.helper('process_state')}())")
+        if values:
             lines.append(f"return {', '.join(values)}")
-        code = "\n".join(lines)
-        if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
-            code += "\npass"
-        signature = f"def {task.function}({params}) -> {self.returns(task)}:"
-        return f"@{decorator}\n{signature}\n{indent(code)}"
+        return function(task.function, params, lines, [f"@{decorator}"], self.returns(task))
 
     def _paths(self, params: tuple[tuple[str, Type], ...]) -> list[str]:
         """Lines turning LatchFile/LatchDir inputs back into the notebook's ``pathlib.Path``."""
@@ -285,7 +277,7 @@ class _Writer:
         node = ast.parse(param.default, mode="eval").body
         shape = path_shape(param.type)
         kind = self.path_class(param.type.kind if shape == "one" else param.type.args[0].kind)
-        where = self.helper(on_this_machine)
+        where = self.helper("on_this_machine")
         if isinstance(node, ast.List):
             paths = [_path_text(item) for item in node.elts]
             return f"[{where}(p, {kind}) for p in {paths!r}]"
@@ -311,15 +303,15 @@ def _title(text: str) -> str:
 def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
     """The ``latch`` target's module source (unformatted), and notes on what it left out."""
     notes: list[str] = []
-    namer = Namer(workflow.names | {t.function for t in workflow.tasks})
+    namer = workflow.namer(t.function for t in workflow.tasks)
     writer = _Writer(workflow, namer)
     plan = plan_latch(workflow, namer)
     dynamic = {f for task in plan.tasks if task.step for f in task.step.request.dynamic}
     units: dict[str, str] = {}
     if "cpu" in dynamic:
-        units["cores"] = writer.helper(cores)
+        units["cores"] = workflow.helpers("cores")
     if dynamic & {"memory", "disk"}:
-        units["gib"] = writer.helper(gib)
+        units["gib"] = workflow.helpers("gib")
     resource_functions: list[str] = []
     tasks = []
     for task in plan.tasks:
@@ -333,9 +325,11 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
             resource_functions += functions
         tasks.append(writer.task(task, decorator))
     workflow_source = _workflow(plan, writer, namer, workflow)
+    start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
+    sources = helpers(workflow, writer.imports, copy=True)
     # The imports last: every other part may have asked for one.
-    parts = [docstring(workflow.docstring), writer.imports.render(), *plan.module_code]
-    parts += [*writer.helper_sources(), *resource_functions, *tasks, *workflow_source]
+    parts = [docstring(workflow.docstring), writer.imports.render(), *sources, *start]
+    parts += [*plan.module_code, *resource_functions, *tasks, *workflow_source]
     source = "\n\n\n".join(part.strip("\n") for part in parts if part.strip()) + "\n"
     return source, notes
 
@@ -366,9 +360,10 @@ def _workflow(plan: LatchPlan, writer: _Writer, namer: Namer, workflow: Workflow
         if isinstance(item, str):
             lines.append(item)
             continue
-        call = f"{item.function}({', '.join(f'{n}={n}' for n, _ in item.params)})"
-        bound = ", ".join(name for name, _ in item.returns)
-        lines.append(f"{bound} = {call}" if bound else call)
+        names = [n for n, _ in item.params] + ([writer.state] if item.takes_state else [])
+        call = f"{item.function}({', '.join(f'{n}={n}' for n in names)})"
+        bound = [name for name, _ in item.returns] + ([writer.state] if item.gives_state else [])
+        lines.append(f"{', '.join(bound)} = {call}" if bound else call)
     if plan.outputs:
         lines.append(f"return {', '.join(name for name, _ in plan.outputs)}")
     parts.append(
@@ -378,6 +373,6 @@ def _workflow(plan: LatchPlan, writer: _Writer, namer: Namer, workflow: Workflow
     parts.append(
         'if __name__ == "__main__":\n'
         "    # Latch's local execution: every task runs here, in this process.\n"
-        f"    print({main}({arguments}))\n"
+        f"    {main}({arguments})\n"
     )
     return parts

@@ -11,7 +11,10 @@ from the code alone, without running it, and only where the code makes them cert
   comprehensions over a list;
 - ``Path("reads.fq")`` / ``pathlib.Path(...)`` of a string: a file when the name has a suffix,
   else a directory;
-- a name read after it was bound with a known type.
+- a name read after it was bound with a known type;
+- a pandas ``DataFrame`` from ``pd.DataFrame(...)``, ``pd.read_csv(...)`` and its siblings, and
+  from a DataFrame's methods that give one (``head``, ``dropna``, ``pivot_table``...), where the
+  caller names pandas' functions in ``path_names`` (``"pd.DataFrame"``).
 
 Anything else (a call to a notebook function or a library, a tuple, a set, ``None``, a name
 bound in a loop or a branch) is :data:`ANY`, which Flyte carries as a pickle. A union is kept
@@ -38,9 +41,12 @@ __all__ = [
     "unite",
 ]
 
-Kind = Literal["int", "float", "str", "bool", "list", "dict", "union", "file", "dir", "any"]
+Kind = Literal[
+    "int", "float", "str", "bool", "list", "dict", "union", "file", "dir", "frame", "any"
+]
 """What a :class:`Type` is: a primitive, a ``list``/``dict`` of its one argument (dict keys are
-strings), a ``union`` of its arguments, a ``file``/``dir`` path, or ``any`` (unknown)."""
+strings), a ``union`` of its arguments, a ``file``/``dir`` path, a pandas ``DataFrame``
+(``frame``), or ``any`` (unknown)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,28 @@ class Type:
 
 ANY = Type("any")
 INT, FLOAT, STR, BOOL = Type("int"), Type("float"), Type("str"), Type("bool")
+FRAME = Type("frame")
+#: pandas functions that make a DataFrame, and DataFrame methods that give one.
+FRAME_MAKERS = frozenset(
+    {
+        "DataFrame",
+        "read_csv",
+        "read_parquet",
+        "read_json",
+        "read_excel",
+        "read_table",
+        "read_feather",
+    }
+)
+_FRAME_METHODS = frozenset(
+    {
+        "copy", "head", "tail", "dropna", "fillna", "drop", "rename", "sort_values", "sort_index",
+        "reset_index", "query", "assign", "merge", "join", "pivot_table", "describe", "astype",
+        "sample", "drop_duplicates", "set_index", "select_dtypes", "round", "abs", "transpose",
+    }
+)  # fmt: skip
+#: Types whose values nothing changes in place.
+IMMUTABLE = frozenset({"int", "float", "str", "bool"})
 _PRIMITIVES = {int: INT, float: FLOAT, str: STR, bool: BOOL}
 _UNITABLE = frozenset({"int", "float", "str"})
 _STR_METHODS = frozenset(
@@ -94,7 +122,7 @@ def _collection(kind: Kind, items: list[Type]) -> Type:
 def _path(node: ast.Call, path_names: frozenset[str]) -> Type:
     """``Path("x.csv")``: a file if the last name has a suffix, else a directory."""
     func = ast.unparse(node.func)
-    if func not in path_names or len(node.args) != 1 or node.keywords:
+    if func not in path_names or not func.endswith("Path") or len(node.args) != 1 or node.keywords:
         return ANY
     arg = node.args[0]
     if not isinstance(arg, ast.Constant) or not isinstance(arg.value, str) or not arg.value:
@@ -104,7 +132,9 @@ def _path(node: ast.Call, path_names: frozenset[str]) -> Type:
 
 
 def _method(func: ast.Attribute, receiver: Type) -> Type:
-    """A method's result: ``str`` methods, ``read_text`` of a file."""
+    """A method's result: ``str`` methods, ``read_text`` of a file, a DataFrame's."""
+    if receiver == FRAME and func.attr in _FRAME_METHODS:
+        return FRAME
     if receiver == STR and func.attr in _STR_METHODS:
         return STR
     if receiver == STR and func.attr == "split":
@@ -138,9 +168,14 @@ def _builtin(name: str, args: list[Type]) -> Type:
 
 def _call(node: ast.Call, env: Mapping[str, Type], path_names: frozenset[str]) -> Type:
     func = node.func
+    if any(k.arg == "inplace" for k in node.keywords):
+        return ANY  # None, or a copy: pandas decides
     path = _path(node, path_names)
     if path != ANY:
         return path
+    callee = ast.unparse(func)
+    if callee in path_names and callee.rpartition(".")[2] in FRAME_MAKERS:
+        return FRAME
     if isinstance(func, ast.Attribute):
         return _method(func, infer(func.value, env, path_names))
     if not isinstance(func, ast.Name) or func.id in env or node.keywords:

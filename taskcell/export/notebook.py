@@ -1,19 +1,17 @@
 """A saved notebook read as the exporter needs it: each cell's kind, Python code and analysis.
 
-A code cell is one of three things:
+A code cell is a ``%%task`` cell (its line parsed with the magic's own grammar,
+:func:`~taskcell.runner.task_line.parse_task_line`), or a cell the driver runs. Cell magics
+stacked at the top of a cell keep their body: ``%%time`` and ``%%task`` in either order,
+``%%capture`` around the body, and a magic whose body is text (``%%bash``, ``%%writefile``,
+``%%html``...) as the Python that does the same.
 
-- a ``%%task`` cell: its line parsed with the magic's own grammar
-  (:func:`~taskcell.runner.task_line.parse_task_line`), its body kept as Python;
-- a ``%%time`` or ``%%capture`` cell: its body kept, the magic line dropped with a warning;
-- any other cell (``%%bash``, ``%%writefile``, ...) with a cell magic: kept whole as comments,
-  with a warning;
-- a plain code cell: Python run by the driver.
-
-IPython syntax inside a cell is read with IPython's own transformer, then:
-``%load_ext taskcell``, ``%task_cluster``, ``%tasks`` (the notebook's plumbing) are dropped;
-``%task_env NAME ...`` defines an environment; ``%time STATEMENT`` keeps the statement; every
-other magic, shell escape (``!ls``, ``files = !ls``) or help request (``obj?``) is kept as a
-comment with a warning naming the cell. Nothing is dropped or changed silently.
+IPython syntax inside a cell is read with IPython's own transformer, then translated by
+:mod:`taskcell.export.magics`: ``%time`` keeps its statement, ``!cmd`` runs the shell,
+``%env`` sets ``os.environ``, the notebook's set-up (``%load_ext``, ``%matplotlib``) is left as
+a comment; ``%task_env NAME ...`` defines an environment. What a module cannot run (``%run``,
+``%store``, ``get_ipython()`` used otherwise) is a problem of the cell: export refuses the
+notebook, naming every such cell. Nothing is dropped or changed silently.
 
 Cells are numbered from 1 in notebook order, markdown cells included, as a reader counts them.
 """
@@ -21,6 +19,7 @@ Cells are numbered from 1 in notebook order, markdown cells included, as a reade
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -28,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from taskcell.errors import ExportError, SpecError
+from taskcell.export import magics
+from taskcell.export.magics import Helpers, Refused, Translation
 from taskcell.runner.analysis import CellAnalysis, analyze_cell
 from taskcell.runner.task_line import TaskLine, build_request, parse_task_line
 from taskcell.spec import Environment, Resources
@@ -39,6 +40,7 @@ __all__ = [
     "ExportError",
     "ExportWarning",
     "Notebook",
+    "problems_error",
     "read_notebook",
 ]
 
@@ -50,14 +52,9 @@ CellKind = Literal["task", "code", "markdown"]
 - ``"markdown"``: text; the first one becomes the module's docstring, the others comments.
 """
 
-#: Line magics that only set up the notebook: dropped without a word.
-PLUMBING = frozenset({"load_ext", "reload_ext", "task_cluster", "tasks"})
-#: Cell magics whose body runs in the notebook's namespace as plain Python.
-TRANSPARENT_CELL_MAGICS = frozenset({"time", "capture"})
-
 
 class ExportWarning(UserWarning):
-    """Part of a cell could not be carried into the module and was kept as a comment."""
+    """Part of a cell was left out of the module (the notebook's set-up, a package install)."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +79,8 @@ class Cell:
     source
         The cell as saved.
     code
-        Python to emit: IPython syntax replaced (see the module docstring); for a task cell, the
-        body without the ``%%task`` line. Empty for markdown.
+        Python to emit: IPython syntax translated (see the module docstring); for a task cell,
+        the body without the ``%%task`` line. Empty for markdown.
     analysis
         :func:`~taskcell.runner.analysis.analyze_cell` of ``code``.
     task
@@ -91,7 +88,11 @@ class Cell:
     environments
         The ``%task_env`` lines of the cell, in order.
     notes
-        What could not be carried as is, one sentence each; warned about when exporting.
+        What was left out, one sentence each; warned about when exporting.
+    problems
+        Why the cell cannot be exported, one sentence each naming the cell.
+    roles
+        The helpers its translated IPython syntax calls (:data:`magics.HELPER_SOURCES`).
     """
 
     number: int
@@ -102,36 +103,54 @@ class Cell:
     task: TaskLine | None = None
     environments: tuple[EnvironmentDef, ...] = ()
     notes: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         """``cell 4 (%%task --gpu A100:2)``: how messages name the cell."""
-        first = next((line.strip() for line in self.source.splitlines() if line.strip()), "")
-        if len(first) > 60:
-            first = first[:57] + "..."
-        return f"cell {self.number} ({first})" if first else f"cell {self.number}"
+        return _label(self.number, self.source)
 
-    def tree(self) -> ast.Module:
-        """The AST of :attr:`code` (parsed again on each call; it is cheap and never stale)."""
-        return ast.parse(self.code)
+
+def _label(number: int, source: str) -> str:
+    first = next((line.strip() for line in source.splitlines() if line.strip()), "")
+    if len(first) > 60:
+        first = first[:57] + "..."
+    return f"cell {number} ({first})" if first else f"cell {number}"
 
 
 @dataclass(frozen=True)
 class Notebook:
-    """A notebook's cells and the environments its ``%task_env`` lines define, in order."""
+    """A notebook's cells, and the names of the helpers their translated syntax calls."""
 
     cells: tuple[Cell, ...]
     path: str | None = None
+    helpers: Helpers = field(default_factory=lambda: Helpers(()))
 
     @property
     def environments(self) -> dict[str, EnvironmentDef]:
         """The last definition of each environment (a redefinition replaces the earlier one)."""
         return {env.name: env for cell in self.cells for env in cell.environments}
 
+    @property
+    def problems(self) -> list[str]:
+        """Every cell's problems, in order."""
+        return [problem for cell in self.cells for problem in cell.problems]
+
+
+def problems_error(problems: Sequence[str]) -> ExportError:
+    """One error naming every problem: the sentence itself when there is one."""
+    if len(problems) == 1:
+        return ExportError(problems[0])
+    listed = "\n".join(f"- {problem}" for problem in problems)
+    return ExportError(f"{len(problems)} cells cannot be exported as they are:\n{listed}")
+
 
 def read_notebook(
     notebook: str | os.PathLike[str] | Mapping[str, Any],
     presets: Mapping[str, Resources],
+    *,
+    strict: bool = True,
 ) -> Notebook:
     """Read a notebook file, or a notebook already loaded as JSON (an ``nbformat`` node works).
 
@@ -141,16 +160,15 @@ def read_notebook(
         A path to an ``.ipynb`` file, or its parsed JSON.
     presets
         The presets ``%%task`` lines may name (``taskcell.config.presets()``).
-
-    Returns
-    -------
-    Notebook
+    strict
+        Raise if any cell has a problem; otherwise leave them in :attr:`Cell.problems`.
 
     Raises
     ------
     ExportError
-        For a file that is not notebook JSON, a cell that is not valid Python (IPython syntax
-        aside), or a bad ``%%task`` / ``%task_env`` line; the message names the cell.
+        For a file that is not notebook JSON; with ``strict``, for cells that are not valid
+        Python (IPython syntax aside), bad ``%%task`` / ``%task_env`` lines or IPython syntax a
+        module cannot run, naming every such cell.
     """
     path = None
     if isinstance(notebook, Mapping):
@@ -170,14 +188,19 @@ def read_notebook(
     if not isinstance(raw_cells, Sequence) or isinstance(raw_cells, str):
         where = path or "the notebook"
         raise ExportError(f"{where} is not a notebook: it has no list of 'cells'")
+    sources = [_source(number, raw) for number, raw in enumerate(raw_cells, 1)]
+    helpers = Helpers(source for _, source in sources)
     environments: dict[str, Environment] = {}
     cells = []
-    for number, raw in enumerate(raw_cells, 1):
-        cell = _read_cell(number, raw, presets, environments)
+    for number, (kind, source) in enumerate(sources, 1):
+        cell = _Reader(number, source, presets, environments, helpers).read(kind)
         for env in cell.environments:
             environments[env.name] = Environment(env.name, env.resources)
         cells.append(cell)
-    return Notebook(tuple(cells), path)
+    found = Notebook(tuple(cells), path, helpers)
+    if strict and found.problems:
+        raise problems_error(found.problems)
+    return found
 
 
 def _source(number: int, raw: object) -> tuple[str, str]:
@@ -194,53 +217,217 @@ def _source(number: int, raw: object) -> tuple[str, str]:
     return kind, source
 
 
-def _read_cell(
-    number: int,
-    raw: object,
-    presets: Mapping[str, Resources],
-    environments: Mapping[str, Environment],
-) -> Cell:
-    kind, source = _source(number, raw)
-    if kind != "code":
-        # Raw cells are not run by the kernel; they are kept as text like markdown.
-        return Cell(number, "markdown", source)
-    lines = source.splitlines()
-    while lines and not lines[0].strip():
-        lines.pop(0)
-    label = Cell(number, "code", source).label
-    if lines and lines[0].startswith("%%"):
-        magic, _, line = lines[0][2:].partition(" ")
-        body = "\n".join(lines[1:]) + "\n"
-        if magic == "task":
-            try:
-                task = parse_task_line(line)
-            except SpecError as e:
-                raise ExportError(f"{label}: {e}") from e
-            code, envs, notes = _python(body, label, presets, environments, number)
-            if envs:
-                raise ExportError(f"{label}: %task_env belongs in a cell of its own, not in %%task")
-            return Cell(number, "task", source, code, _analyze(code, label), task, (), notes)
-        if magic in TRANSPARENT_CELL_MAGICS:
-            code, envs, notes = _python(body, label, presets, environments, number)
-            note = f"{label}: %%{magic} dropped; its body is kept"
-            return Cell(
-                number, "code", source, code, _analyze(code, label), None, envs, (note, *notes)
+class _Reader:
+    """Reads one cell: its magic stack, its Python, and what could not be carried."""
+
+    def __init__(
+        self,
+        number: int,
+        source: str,
+        presets: Mapping[str, Resources],
+        environments: Mapping[str, Environment],
+        helpers: Helpers,
+    ) -> None:
+        self.number, self.source = number, source
+        self.label = _label(number, source)
+        self.presets, self.helpers = presets, helpers
+        self.known = dict(environments)
+        self.envs: list[EnvironmentDef] = []
+        self.notes: list[str] = []
+        self.problems: list[str] = []
+        self.roles: list[str] = []
+
+    def read(self, kind: str) -> Cell:
+        if kind != "code":
+            # Raw cells are not run by the kernel; they are kept as text like markdown.
+            return Cell(self.number, "markdown", self.source)
+        lines = self.source.splitlines()
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        stack: list[tuple[str, str]] = []
+        while lines and lines[0].startswith("%%"):
+            name, _, line = lines.pop(0)[2:].partition(" ")
+            stack.append((name, line))
+            if name != "task" and name not in magics.PYTHON_BODIES:
+                break  # the rest is the magic's text
+        body = "\n".join(lines) + "\n"
+        task = self._task_line([line for name, line in stack if name == "task"])
+        wrappers = [(name, line) for name, line in stack if name != "task"]
+        code = self._body(body, wrappers)
+        if task is not None and self.envs:
+            self.problems.append(
+                f"{self.label}: %task_env belongs in a cell of its own, not in %%task"
             )
-        commented = "\n".join(f"# {text}".rstrip() for text in lines) + "\n"
-        note = f"{label}: %%{magic} cells cannot run outside IPython; kept as a comment"
-        return Cell(number, "code", source, commented, CellAnalysis(), notes=(note,))
-    code, envs, notes = _python(source, label, presets, environments, number)
-    return Cell(number, "code", source, code, _analyze(code, label), None, envs, notes)
+        analysis = self._analyze(code)
+        if self.roles and not self.problems:
+            analysis = self._with_magic_reads(analysis, wrappers, body)
+        return Cell(
+            self.number,
+            "task" if task is not None else "code",
+            self.source,
+            code,
+            analysis,
+            task,
+            tuple(self.envs),
+            tuple(self.notes),
+            tuple(self.problems),
+            tuple(dict.fromkeys(self.roles)),
+        )
 
+    def _task_line(self, lines: list[str]) -> TaskLine | None:
+        if not lines:
+            return None
+        if len(lines) > 1:
+            self.problems.append(f"{self.label}: %%task is given twice")
+        try:
+            return parse_task_line(lines[0])
+        except SpecError as e:
+            self.problems.append(f"{self.label}: {e}")
+            return TaskLine()
 
-def _analyze(code: str, label: str) -> CellAnalysis:
-    try:
-        return analyze_cell(code)
-    except SyntaxError as e:  # pragma: no cover - _python parsed it already
-        raise ExportError(f"{label}: {e.msg} (line {e.lineno})") from None
+    def _body(self, body: str, wrappers: list[tuple[str, str]]) -> str:
+        """The cell's Python: its body translated, inside the Python of its cell magics."""
+        last = wrappers[-1] if wrappers else None
+        text_magic = last if last is not None and last[0] not in magics.PYTHON_BODIES else None
+        try:
+            if text_magic is not None:
+                made = magics.cell_magic(*text_magic, body, self.helpers)
+                self.roles += made.roles
+                code = made.code + "\n"
+                wrappers = wrappers[:-1]
+            else:
+                code = self._python(body)
+            for name, line in reversed(wrappers):
+                made = magics.cell_magic(name, line, "", self.helpers)
+                self.roles += made.roles
+                code = magics.wrap(made.code, code)
+        except Refused as e:
+            self.problems.append(f"{self.label}: {e}")
+            return "pass\n"
+        return code
 
+    def _with_magic_reads(
+        self, analysis: CellAnalysis, wrappers: list[tuple[str, str]], body: str
+    ) -> CellAnalysis:
+        """``analysis`` with the names the cell's magics read where the translation holds them
+        as text (``%timeit f(x)``, ``!echo {x}``), as the analysis reads IPython syntax."""
+        from IPython.core.inputtransformer2 import TransformerManager
 
-# -- IPython syntax -----------------------------------------------------------------------------
+        typed = "".join(f"%%{name} {line}\n" for name, line in wrappers) + body
+        transform = TransformerManager().transform_cell
+        try:
+            original = analyze_cell(transform(typed), transform=transform)
+        except SyntaxError:
+            return analysis
+        known = {*analysis.inputs, *analysis.outputs}
+        extra = tuple(name for name in original.inputs if name not in known)
+        return dataclasses.replace(analysis, inputs=analysis.inputs + extra) if extra else analysis
+
+    def _analyze(self, code: str) -> CellAnalysis:
+        try:
+            return analyze_cell(code)
+        except SyntaxError as e:
+            if not self.problems:
+                line = (e.text or "").strip()
+                self.problems.append(f"{self.label}: {e.msg} at line {e.lineno}: {line!r}")
+            return CellAnalysis()
+
+    # -- IPython syntax -------------------------------------------------------------------------
+
+    def _python(self, source: str) -> str:
+        """A Python body with its IPython syntax translated."""
+        parsed = _transform(source)
+        if isinstance(parsed, str):
+            self.problems.append(f"{self.label}: {parsed}")
+            return "pass\n"
+        code, tree = parsed
+        edits: list[_Edit] = []
+        if "get_ipython" in code:  # IPython syntax, transformed, or a call of the user's own
+            self._visit(tree.body, code, edits)
+        if not code.endswith("\n"):
+            code += "\n"
+        if not edits:
+            return code
+        code = _apply(code, edits)
+        try:
+            ast.parse(code)
+        except SyntaxError:  # a magic sharing its line with other code
+            self.problems.append(
+                f"{self.label}: IPython syntax shares its line with other code; put it on a line "
+                f"of its own"
+            )
+            return "pass\n"
+        return code
+
+    def _visit(self, body: list[ast.stmt], code: str, edits: list[_Edit]) -> None:
+        for stmt in body:
+            value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+            call = _ipython_call(value) if value is not None else None
+            if call is None:
+                if _uses_get_ipython(stmt) and not _nested_bodies(stmt):
+                    text = ast.get_source_segment(code, stmt) or "get_ipython()"
+                    self.problems.append(
+                        f"{self.label}: line {stmt.lineno} ({text.strip()[:40]!r}) uses "
+                        f"get_ipython(), which a module does not have"
+                    )
+                for child in _nested_bodies(stmt):
+                    self._visit(child, code, edits)
+                continue
+            kind, args = call
+            target = None
+            if isinstance(stmt, ast.Assign):
+                target = " = ".join(ast.unparse(t) for t in stmt.targets)
+            try:
+                made = self._translate(kind, args, target)
+            except Refused as e:
+                self.problems.append(f"{self.label}: {e}")
+                continue
+            if made is None:
+                made = Translation("")
+            self.roles += made.roles
+            if made.note:
+                self.notes.append(f"{self.label}: {made.note}")
+            edits.append(_Edit(stmt.lineno, stmt.end_lineno or stmt.lineno, _indented(stmt, made)))
+
+    def _translate(self, kind: str, args: list[str], target: str | None) -> Translation | None:
+        name = args[0] if args else ""
+        line = args[1] if len(args) > 1 else ""
+        if kind == "run_line_magic" and name == "task_env" and target is None:
+            self._environment(line)
+            return None
+        if kind == "run_line_magic" and (
+            name in magics.TASKCELL_OWN
+            or (name in ("load_ext", "reload_ext") and line.strip() == "taskcell")
+        ):
+            return None
+        if kind == "run_line_magic":
+            return magics.line_magic(name, line, target, self.helpers)
+        if kind in ("system", "getoutput"):
+            if kind == "system" and target is not None:
+                raise Refused(f"{target} = get_ipython().system(...) binds None; use x = !cmd")
+            return magics.shell_escape(name, target if kind == "getoutput" else None, self.helpers)
+        # run_cell_magic written out by hand: IPython's transformer makes it only from a
+        # cell's first line, which the magic stack has taken.
+        if name in magics.PYTHON_BODIES:
+            raise Refused(
+                f"get_ipython().run_cell_magic({name!r}, ...): write the cell as %%{name}"
+            )
+        return magics.cell_magic(name, line, args[2] if len(args) > 2 else "", self.helpers)
+
+    def _environment(self, text: str) -> None:
+        """``%task_env NAME OPTIONS`` as the magic reads it; a bare ``%task_env`` lists."""
+        name, _, rest = text.strip().partition(" ")
+        if not name:
+            return
+        try:
+            request = build_request(parse_task_line(rest), lambda: self.presets, self.known, {})
+        except SpecError as e:
+            self.problems.append(f"{self.label}: %task_env {name}: {e}")
+            return
+        resources = request if isinstance(request, Resources) else Resources()
+        self.envs.append(EnvironmentDef(name, resources, self.number))
+        self.known[name] = Environment(name, resources)
+
 
 _IPYTHON_CALLS = frozenset({"run_line_magic", "run_cell_magic", "system", "getoutput"})
 
@@ -258,6 +445,8 @@ def _ipython_call(node: ast.AST) -> tuple[str, list[str]] | None:
     ):
         return None
     args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    if len(args) != len(node.args) or node.keywords:
+        return None  # computed arguments: get_ipython() used as an object
     return node.func.attr, args
 
 
@@ -268,23 +457,14 @@ def _uses_get_ipython(node: ast.AST) -> bool:
     )
 
 
-def _as_typed(call: str, args: list[str]) -> str:
-    """The IPython text a transformed call stands for: ``%time x = 1``, ``!ls``."""
-    if call == "run_line_magic" and args:
-        return f"%{args[0]} {args[1] if len(args) > 1 else ''}".rstrip()
-    if call in ("system", "getoutput") and args:
-        return f"!{args[0]}"
-    return "%%" + (args[0] if args else "")
-
-
-def _transform(source: str, label: str) -> tuple[str, ast.Module]:
-    """The cell as the kernel runs it: plain Python stays as is, IPython syntax is transformed."""
+def _transform(source: str) -> tuple[str, ast.Module] | str:
+    """The cell as the kernel runs it (IPython syntax transformed), or why it does not parse."""
     try:
         return source, ast.parse(source)
     except SyntaxError:
         pass
     except ValueError as e:  # null bytes
-        raise ExportError(f"{label}: {e}") from None
+        return str(e)
     from IPython.core.inputtransformer2 import TransformerManager
 
     code = TransformerManager().transform_cell(source)
@@ -292,7 +472,7 @@ def _transform(source: str, label: str) -> tuple[str, ast.Module]:
         return code, ast.parse(code)
     except SyntaxError as e:
         line = (e.text or "").strip()
-        raise ExportError(f"{label}: invalid syntax at line {e.lineno}: {line!r}") from None
+        return f"invalid syntax at line {e.lineno}: {line!r}"
 
 
 @dataclass
@@ -302,85 +482,15 @@ class _Edit:
     text: str  # replacement lines (may be empty)
 
 
-def _python(
-    source: str,
-    label: str,
-    presets: Mapping[str, Resources],
-    environments: Mapping[str, Environment],
-    number: int,
-) -> tuple[str, tuple[EnvironmentDef, ...], tuple[str, ...]]:
-    """The cell's Python, its ``%task_env`` definitions, and notes on what was not carried."""
-    code, tree = _transform(source, label)
-    edits: list[_Edit] = []
-    envs: list[EnvironmentDef] = []
-    notes: list[str] = []
-    known = dict(environments)
-
-    def visit(body: list[ast.stmt], top: bool) -> None:
-        for stmt in body:
-            value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
-            call = _ipython_call(value) if value is not None else None
-            if call is None:
-                if _uses_get_ipython(stmt) and not _nested_bodies(stmt):
-                    _comment(stmt, ast.get_source_segment(code, stmt) or "get_ipython()", top)
-                    notes.append(
-                        f"{label}: get_ipython() has no shell outside IPython; "
-                        f"line {stmt.lineno} kept as a comment"
-                    )
-                for child in _nested_bodies(stmt):
-                    visit(child, False)
-                continue
-            kind, args = call
-            typed = _as_typed(kind, args)
-            if isinstance(stmt, ast.Assign):
-                targets = " = ".join(ast.unparse(t) for t in stmt.targets)
-                typed = f"{targets} = {typed}"
-            name = args[0] if args else ""
-            if kind == "run_line_magic" and name in PLUMBING and isinstance(stmt, ast.Expr):
-                _comment(stmt, None, top)
-            elif kind == "run_line_magic" and name == "task_env" and isinstance(stmt, ast.Expr):
-                env = _environment(args[1] if len(args) > 1 else "", label, presets, known, number)
-                if env is not None:
-                    envs.append(env)
-                    known[env.name] = Environment(env.name, env.resources)
-                _comment(stmt, None, top)
-            elif kind == "run_line_magic" and name == "time" and isinstance(stmt, ast.Expr):
-                statement = args[1] if len(args) > 1 else "pass"
-                edits.append(
-                    _Edit(stmt.lineno, stmt.end_lineno or stmt.lineno, _indent(stmt) + statement)
-                )
-                notes.append(f"{label}: %time dropped; its statement is kept")
-            else:
-                _comment(stmt, typed, top)
-                what = "shell escapes" if kind in ("system", "getoutput") else f"%{name}"
-                notes.append(
-                    f"{label}: {what} cannot run outside IPython; {typed!r} kept as a comment"
-                )
-
-    def _comment(stmt: ast.stmt, typed: str | None, top: bool) -> None:
-        indent = _indent(stmt)
-        if typed is None:
-            text = "" if top else f"{indent}pass"
-        else:
-            lines = typed.splitlines() or [""]
-            comment = "\n".join(f"{indent}# {line}".rstrip() for line in lines)
-            text = comment if top else f"{indent}pass\n{comment}"
-        edits.append(_Edit(stmt.lineno, stmt.end_lineno or stmt.lineno, text))
-
-    if "get_ipython" in code:  # IPython syntax, transformed, or a call of the user's own
-        visit(tree.body, True)
-    if not code.endswith("\n"):
-        code += "\n"
-    if edits:
-        code = _apply(code, edits)
-        try:
-            ast.parse(code)
-        except SyntaxError as e:  # pragma: no cover - a magic sharing its line with code
-            raise ExportError(
-                f"{label}: IPython syntax at line {e.lineno} shares its line with other code; "
-                f"put it on a line of its own"
-            ) from None
-    return code, tuple(envs), tuple(notes)
+def _indented(stmt: ast.stmt, made: Translation) -> str:
+    """A translation indented as the statement it replaces; ``pass`` where a block would be
+    left empty."""
+    prefix = " " * stmt.col_offset
+    lines = made.code.splitlines()
+    code = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if stmt.col_offset and not code:
+        lines = ["pass", *lines]
+    return "\n".join(f"{prefix}{line}".rstrip() for line in lines)
 
 
 def _nested_bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
@@ -396,32 +506,9 @@ def _nested_bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
     return bodies
 
 
-def _indent(stmt: ast.stmt) -> str:
-    return " " * stmt.col_offset
-
-
 def _apply(code: str, edits: list[_Edit]) -> str:
     lines = code.splitlines()
     for edit in sorted(edits, key=lambda e: e.start, reverse=True):
         replacement = edit.text.splitlines() if edit.text else []
         lines[edit.start - 1 : edit.end] = replacement
     return "\n".join(lines) + "\n"
-
-
-def _environment(
-    text: str,
-    label: str,
-    presets: Mapping[str, Resources],
-    environments: Mapping[str, Environment],
-    number: int,
-) -> EnvironmentDef | None:
-    """``%task_env NAME OPTIONS`` as the magic reads it; a bare ``%task_env`` lists: None."""
-    name, _, rest = text.strip().partition(" ")
-    if not name:
-        return None
-    try:
-        request = build_request(parse_task_line(rest), lambda: presets, environments, {})
-    except SpecError as e:
-        raise ExportError(f"{label}: %task_env {name}: {e}") from e
-    resources = request if isinstance(request, Resources) else Resources()
-    return EnvironmentDef(name, resources, number)

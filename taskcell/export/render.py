@@ -1,13 +1,15 @@
-"""What the three targets render alike: the module's imports, and the driver's body."""
+"""What the three targets render alike: imports, helpers, task functions and the driver's body."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from taskcell.export.codegen import comment, indent
-from taskcell.export.flow import DriverStep, Namer, TaskStep, TextStep, Workflow
+from taskcell.export import standalone
+from taskcell.export.codegen import Namer, comment, indent
+from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
+from taskcell.export.magics import HELPER_SOURCES
 
-__all__ = ["ImportBlock", "driver_body", "task_function"]
+__all__ = ["ImportBlock", "driver_body", "function", "helpers"]
 
 
 class ImportBlock:
@@ -24,11 +26,17 @@ class ImportBlock:
         self.plain: dict[str, None] = {}  # "import argparse"
         self.from_: dict[str, dict[str, str]] = {}  # module -> {name: alias}
 
-    def module(self, name: str) -> str:
-        """``import NAME``; returns how to refer to it."""
+    def module(self, name: str, alias: str | None = None) -> str:
+        """``import NAME`` (as ``alias`` when given); returns how to refer to it."""
         line = f"import {name}"
+        if alias is not None and alias != name:
+            self.plain[f"{line} as {alias}"] = None
+            return alias
         if line in self.notebook or line in self.plain:
             return name
+        for imported in self.notebook:  # the notebook's own alias: "import pandas as pd"
+            if imported.startswith(f"{line} as "):
+                return imported.rpartition(" as ")[2]
         if name in self.namer.taken:
             alias = self.namer.fresh(f"{name}_", f"_{name}")
             self.plain[f"import {name} as {alias}"] = None
@@ -37,15 +45,16 @@ class ImportBlock:
         self.plain[line] = None
         return name
 
-    def name(self, module: str, name: str, prefix: str) -> str:
-        """``from MODULE import NAME``; returns how to refer to it."""
+    def name(self, module: str, name: str, prefix: str, alias: str | None = None) -> str:
+        """``from MODULE import NAME`` (as ``alias`` when given); returns how to refer to it."""
         names = self.from_.setdefault(module, {})
         if name in names:
             return names[name]
-        if f"from {module} import {name}" in self.notebook:
+        if alias is None and f"from {module} import {name}" in self.notebook:
             names[name] = name
             return name
-        alias = name if name not in self.namer.taken else self.namer.fresh(f"{prefix}_{name}")
+        if alias is None:
+            alias = name if name not in self.namer.taken else self.namer.fresh(f"{prefix}_{name}")
         self.namer.taken.add(alias)
         names[name] = alias
         return alias
@@ -67,37 +76,46 @@ class ImportBlock:
         return "\n\n".join("\n".join(block) for block in blocks)
 
 
-def task_function(
-    step: TaskStep,
-    decorators: Iterable[str],
-    annotation: str | None = None,
-    returns: str | None = None,
-) -> str:
-    """A task cell as a function: its imports, its body, then the names it returns.
+def helpers(workflow: Workflow, imports: ImportBlock, copy: bool) -> list[str]:
+    """Bring in the helpers the module's code calls: imported (modules, IPython's classes, and
+    taskcell's standalone functions unless ``copy``), or their source copied (returned)."""
+    sources = []
+    for role, name in workflow.helpers.names.items():
+        origin = HELPER_SOURCES.get(role, "standalone")
+        if origin == "standalone" and copy:
+            sources.append(standalone.source(getattr(standalone, role), name))
+        elif origin == "standalone":
+            imports.name("taskcell.export.standalone", role, "taskcell", alias=name)
+        elif origin.startswith("import "):
+            imports.module(origin.removeprefix("import "), alias=name)
+        else:
+            module, _, imported = origin.removeprefix("from ").partition(" import ")
+            imports.name(module, imported, "ipython", alias=name)
+    return sources
 
-    ``annotation`` annotates every parameter; ``returns`` is the return annotation.
-    """
-    lines = list(decorators)
-    params = ", ".join(f"{p}: {annotation}" if annotation else p for p in step.params)
+
+def function(
+    name: str,
+    params: Iterable[str],
+    body: Iterable[str],
+    decorators: Iterable[str] = (),
+    returns: str | None = None,
+    prefix: str = "def",
+) -> str:
+    """A function's source: decorators, signature, then the body's lines (``pass`` if they
+    hold no code)."""
+    lines = [line for part in body for line in part.strip("\n").splitlines() if part.strip()]
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
+        lines.append("pass")
     arrow = f" -> {returns}" if returns else ""
-    lines.append(f"def {step.function}({params}){arrow}:")
-    body = [*step.local_imports]
-    if step.body.strip():
-        body.append(step.body.strip("\n"))
-    if step.returns:
-        body.append(f"return {', '.join(step.returns)}")
-    if not any(
-        line.strip() and not line.lstrip().startswith("#") for line in "\n".join(body).splitlines()
-    ):
-        body.append("pass")
-    lines.append(indent("\n".join(body)))
-    return "\n".join(lines)
+    head = [*decorators, f"{prefix} {name}({', '.join(params)}){arrow}:"]
+    return "\n".join(head) + "\n" + indent("\n".join(lines))
 
 
 def driver_body(
     workflow: Workflow,
     call: Callable[[TaskStep], list[str]],
-    gather: Callable[[str], str] | None = None,
+    before: Callable[[DriverStep | TaskStep], list[str]] = lambda step: [],
 ) -> list[str]:
     """The driver's statements, cell by cell (unindented), separated by blank lines.
 
@@ -107,8 +125,8 @@ def driver_body(
         The plan.
     call
         Renders a task step's call (with whatever it binds).
-    gather
-        Renders waiting for one future (``x = x.result()``); None where calls return values.
+    before
+        Renders what must come before a step (waiting for earlier tasks).
     """
     blocks: list[str] = []
     text: list[str] = []  # markdown waiting to introduce the next cell
@@ -116,10 +134,8 @@ def driver_body(
         if isinstance(step, TextStep):
             text.append(comment(step.text))
             continue
-        lines: list[str] = text
+        lines: list[str] = [*before(step), *text]
         text = []
-        if gather is not None:
-            lines += [gather(name) for name in step.gather]
         if isinstance(step, DriverStep):
             lines += list(step.imports)
             if step.code.strip():

@@ -1,64 +1,316 @@
-"""The few helpers a workflow module exported for the ``dask`` target calls.
+"""The helpers a workflow module exported for the ``dask`` target calls.
 
-A task returns one ``distributed.Future``; a cell that binds several names returns them as a
-tuple, which :func:`unpack` splits into one future per name without waiting. :func:`results`
-gathers what the workflow bound at the end, and :func:`run` is the module's command line.
+A task cell's call, :func:`submit`, returns a :class:`Pending` at once, so task cells in a row
+that do not read each other's names run at the same time; a later task reads an earlier one's
+value as a future (``pending[0]``). Before the driver runs a cell of its own, it waits for the
+tasks before it, in notebook order (:meth:`Pending.result`): each task's printed output and
+displays are shown then, as the notebook showed them; the notebook objects it changed take
+their new state in place (:func:`~taskcell.export.standalone.update`); the process-wide state
+it changed (a seeded generator moved on) becomes the driver's, and so do the environment
+variables it set. On the worker a task runs with the driver's process-wide state and the
+environment variables the driver set, its output captured per thread; an argument it left as it
+was does not travel back, and Dask collections it persisted come back holding their data, since
+its own futures end with it.
+
+:func:`results` gathers what the workflow bound at the end, and :func:`run` is the module's
+command line.
 """
 
 from __future__ import annotations
 
-import operator
+import copy
+import hashlib
+import io
+import os
+import sys
+import threading
+import traceback
+import types
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+import cloudpickle
+
+from taskcell.export.standalone import (
+    close_figures,
+    ipython,
+    process_state,
+    set_process_state,
+    update,
+)
 
 if TYPE_CHECKING:
     from distributed import Future
 
-__all__ = ["results", "run", "unpack"]
+    from taskcell.tasks import Task
+
+__all__ = ["Pending", "results", "run", "submit"]
+
+_pending: list[Pending] = []  # the tasks submitted and not yet waited for, in order
 
 
-def unpack(future: Future, n: int) -> tuple[Future, ...]:
-    """The futures of the ``n`` items of the tuple ``future`` will hold, without waiting for it.
+class Pending:
+    """A task cell's call that the driver has not waited for yet."""
+
+    def __init__(self, future: Future, returns: int, changes_state: bool) -> None:
+        self.future = future
+        self.returns = returns
+        self.changes_state = changes_state
+
+    def __getitem__(self, i: int) -> Future:
+        """A future of the ``i``-th value the task returns, for a task called before the
+        driver waits for this one."""
+        return self.future.client.submit(_item, self.future, i, pure=False)
+
+    def state(self) -> Future:
+        """A future of the process-wide state the task ended with."""
+        return self.future.client.submit(_item, self.future, -1, pure=False)
+
+    def result(self, *olds: Any) -> Any:
+        """Wait for the task; show what it printed and displayed; return what it returns.
+
+        Parameters
+        ----------
+        olds
+            The driver's objects for the first values, which the task may have changed in
+            place: each takes its new state and is returned in its place (itself, untouched,
+            where the task left it as it was).
+        """
+        if self in _pending:
+            _pending.remove(self)
+        outcome = self.future.client.submit(_slim, self.future, pure=False).result()
+        sys.stdout.write(outcome.stdout)
+        sys.stderr.write(outcome.stderr)
+        if outcome.error is not None:
+            sys.stderr.write(outcome.traceback)
+            raise outcome.error
+        if outcome.state is not None:
+            set_process_state(outcome.state)
+        _set_environ(outcome.environ)
+        values = outcome.values
+        for i, old in enumerate(olds):
+            values[i] = old if i in outcome.unchanged else update(old, values[i])
+        return tuple(values) if self.returns > 1 else values[0]
+
+
+class _Outcome:
+    """What a task cell's run sends back."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.unchanged: set[int] = set()
+        """Values that are arguments the task left as they were: the driver keeps its own."""
+        self.state: dict[str, Any] | None = None
+        self.environ: dict[str, str | None] = {}
+        self.stdout = self.stderr = self.traceback = ""
+        self.error: BaseException | None = None
+
+
+def submit(task: Task, *args: Any, returns: int = 1, changes_state: bool = False) -> Pending:
+    """Call a task cell's function on the cluster; return at once.
 
     Parameters
     ----------
-    future
-        A task's future whose value is a tuple of ``n`` items.
-    n
-        How many.
-
-    Returns
-    -------
-    tuple of Future
-        One per item; each is a small task on the cluster that picks the item.
+    task
+        The ``@task``-decorated function.
+    args
+        Its arguments: values, or futures of earlier tasks' values (``pending[i]``).
+    returns
+        How many values it returns (a tuple when more than one).
+    changes_state
+        It may change the process-wide state: the tasks after it start from the state it
+        ends with.
     """
-    client = future.client
-    return tuple(client.submit(operator.getitem, future, i, pure=False) for i in range(n))
+    from taskcell.cluster.connect import current_client
+    from taskcell.cluster.submit import submit as submit_request
+
+    client = current_client()
+    earlier = [p for p in _pending if p.changes_state]
+    state = earlier[-1].state() if earlier else process_state()
+    future = submit_request(
+        client,
+        _run_cell,
+        task.fn,
+        state,
+        _environ_changes(_environ_at_start, dict(os.environ)),
+        returns,
+        *args,
+        request=task.request(*args),
+        name=task.name,
+        retries=task.retries,
+    )
+    pending = Pending(future, returns, changes_state)
+    _pending.append(pending)
+    return pending
+
+
+def _item(outcome: _Outcome, i: int) -> Any:
+    if i < 0:
+        return outcome.state
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.values[i]
+
+
+def _slim(outcome: _Outcome) -> _Outcome:
+    """The outcome as the driver takes it: without the values it holds already."""
+    slim = copy.copy(outcome)
+    slim.values = [None if i in outcome.unchanged else v for i, v in enumerate(outcome.values)]
+    return slim
+
+
+def _run_cell(
+    fn: Callable[..., Any],
+    state: dict[str, Any],
+    environ: dict[str, str | None],
+    returns: int,
+    *args: Any,
+) -> _Outcome:
+    """Run a task cell's function on a worker as its cell ran in the notebook's kernel: the
+    driver's process-wide state and environment variables, its prints and displays captured."""
+    outcome = _Outcome()
+    out, err = io.StringIO(), io.StringIO()
+    before = [_fingerprint(arg) for arg in args]
+    worker_environ = dict(os.environ)
+    with _captured(out, err):
+        set_process_state(state)
+        _set_environ(environ)
+        started = dict(os.environ)
+        ipython()
+        try:
+            value = fn(*args)
+            outcome.values = list(value) if returns > 1 else [value]
+            for i, v in enumerate(outcome.values):
+                for arg, fingerprint in zip(args, before, strict=True):
+                    if v is arg and (fingerprint is None or _fingerprint(arg) == fingerprint):
+                        outcome.unchanged.add(i)
+            outcome.values = [
+                v if i in outcome.unchanged else _materialized(v)
+                for i, v in enumerate(outcome.values)
+            ]
+        except Exception as e:
+            outcome.error = e
+            outcome.traceback = traceback.format_exc()
+        close_figures()
+        outcome.state = process_state()
+        outcome.environ = _environ_changes(started, dict(os.environ))
+    _set_environ(_environ_changes(dict(os.environ), worker_environ))  # the worker's own again
+    outcome.stdout, outcome.stderr = out.getvalue(), err.getvalue()
+    return outcome
+
+
+def _fingerprint(value: Any) -> bytes | None:
+    """A digest of what ``value`` holds, to tell whether a task changed it; None for what a
+    task cannot change (code, modules, Dask's immutable collections and futures) or what does
+    not pickle."""
+    if isinstance(value, (types.FunctionType, types.ModuleType, type)):
+        return None
+    if type(value).__module__.partition(".")[0] in ("dask", "distributed", "dask_expr"):
+        return None
+    try:
+        return hashlib.blake2b(cloudpickle.dumps(value), digest_size=16).digest()
+    except Exception:
+        return None
+
+
+_environ_at_start: dict[str, str] = dict(os.environ)
+
+
+def _environ_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str | None]:
+    """What turns environment ``before`` into ``after``: values set, and None for unset."""
+    changes: dict[str, str | None] = {k: v for k, v in after.items() if before.get(k) != v}
+    changes.update({k: None for k in before if k not in after})
+    return changes
+
+
+def _set_environ(changes: Mapping[str, str | None]) -> None:
+    for name, value in changes.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+class _Routed(io.TextIOBase):
+    """``sys.stdout`` or ``sys.stderr`` of a worker: what a thread running a task cell writes
+    goes to that cell's buffer, the rest where it went before."""
+
+    def __init__(self, original: Any) -> None:
+        self.original = original
+        self.buffers = threading.local()
+
+    def _target(self) -> Any:
+        return getattr(self.buffers, "stream", None) or self.original
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, isatty...
+        return getattr(self.original, name)
+
+
+_routing = threading.Lock()
+
+
+def _captured(out: io.StringIO, err: io.StringIO) -> Any:
+    """A context in which this thread's prints go to ``out`` and ``err``."""
+    import contextlib
+
+    with _routing:
+        for name in ("stdout", "stderr"):
+            if not isinstance(getattr(sys, name), _Routed):
+                setattr(sys, name, _Routed(getattr(sys, name)))
+
+    @contextlib.contextmanager
+    def routed() -> Any:
+        streams = [(cast(_Routed, sys.stdout), out), (cast(_Routed, sys.stderr), err)]
+        for routed_stream, buffer in streams:
+            routed_stream.buffers.stream = buffer
+        try:
+            yield
+        finally:
+            for routed_stream, _ in streams:
+                routed_stream.buffers.stream = None
+
+    return routed()
+
+
+def _materialized(value: Any) -> Any:
+    """``value`` with each Dask collection that holds this task's futures (one it persisted)
+    rebuilt around their data: the futures end with the task, the data travels."""
+    from dask import is_dask_collection
+    from distributed.client import futures_of
+
+    if isinstance(value, tuple) and not is_dask_collection(value):
+        return (
+            type(value)(*map(_materialized, value))
+            if hasattr(value, "_fields")
+            else tuple(map(_materialized, value))
+        )
+    if not is_dask_collection(value) or not futures_of(value):
+        return value
+    from dask.core import flatten
+    from distributed import get_client
+
+    keys = list(flatten(value.__dask_keys__()))
+    # The graph holds the futures and what refers to them; get() leaves this worker's thread
+    # to the cluster while it waits.
+    data = get_client().get(dict(value.__dask_graph__()), keys)
+    rebuild, extra = value.__dask_postpersist__()
+    return rebuild(dict(zip(keys, data, strict=True)), *extra)
 
 
 def results(namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """Wait for every future in ``namespace``; return its public names with their values.
-
-    Parameters
-    ----------
-    namespace
-        ``locals()`` of a workflow's ``main()``.
-
-    Returns
-    -------
-    dict
-        Every name not starting with ``_``, futures replaced by their values. Futures under
-        private names (tasks run for their side effects) are waited for too, so their errors
-        are raised here.
-    """
-    from distributed import Future
-
-    pending = {name: value for name, value in namespace.items() if isinstance(value, Future)}
-    values = dict(namespace)
-    if pending:
-        client = next(iter(pending.values())).client
-        values.update(zip(pending, client.gather(list(pending.values())), strict=True))
-    return {name: value for name, value in values.items() if not name.startswith("_")}
+    """The public names of ``namespace`` (``locals()`` of a workflow's ``main()``) with their
+    values."""
+    return {
+        name: value
+        for name, value in namespace.items()
+        if not name.startswith("_") and not isinstance(value, Pending)
+    }
 
 
 def run(main: Callable[[], Any], scheduler: str | None = None) -> Any:
@@ -69,20 +321,29 @@ def run(main: Callable[[], Any], scheduler: str | None = None) -> Any:
     main
         The workflow.
     scheduler
-        A Dask scheduler address (``tcp://host:8786``); None uses Dask's ``scheduler-address``
-        configuration if set, else starts taskcell's embedded cluster (sized by
-        ``taskcell.embedded-cluster.*``) and stops it afterwards.
+        A Dask scheduler address (``tcp://host:8786``): the tasks run there, and so does a
+        ``Client()`` the notebook makes. None uses Dask's ``scheduler-address`` configuration if
+        set; else the notebook's own ``Client()`` if it makes one; else taskcell's embedded
+        cluster (sized by ``taskcell.embedded-cluster.*``), stopped afterwards.
 
     Returns
     -------
     object
         What ``main()`` returns.
     """
+    import dask.config
+
     from taskcell.cluster import connect
 
+    global _environ_at_start
+    _pending.clear()
+    _environ_at_start = dict(os.environ)
     try:
         if scheduler:
             connect.use_address(scheduler)
+            with dask.config.set({"scheduler-address": scheduler}):
+                return main()
         return main()
     finally:
+        _pending.clear()
         connect.close()

@@ -1,18 +1,478 @@
-"""Functions an exported module carries as source, so that it runs where taskcell is not installed.
+"""Functions an exported module carries, so that it means what the notebook meant.
 
-Each function is self-contained (its imports inside it, no module globals, only builtin types
-in its annotations), and the ``latch`` target copies it into the module with :func:`source`.
-Tests check each against taskcell's own parsers (:func:`~taskcell.spec.parse_cpu`,
-:func:`~taskcell.spec.parse_quantity`).
+Each function is self-contained (its imports inside it, no module globals), so the ``flyte`` and
+``latch`` targets copy it into the module with :func:`source` and the module needs no taskcell;
+the ``dask`` target imports them from here. What they stand for in a notebook:
+
+- :func:`show`: a cell's ``Out[]``, written as IPython writes its text (``None`` shows nothing).
+- :func:`shell`, :func:`script`, :func:`write_file`, :func:`time_it`: ``!cmd`` and
+  ``x = !cmd``, ``%%bash``, ``%%writefile``, ``%timeit``, with IPython's expansion of
+  ``{expression}`` and ``$name`` from the caller's names.
+- :func:`capture`: ``%%capture``, its result a value that travels between tasks.
+- :func:`ipython`: an IPython shell for the process, so ``display()`` and ``%%capture`` behave
+  as in a kernel (a display prints its text).
+- :func:`update`: the notebook's object takes the state a task gave a copy of it, keeping its
+  identity, as ``%%task`` does (:mod:`taskcell.runner.inplace`).
+- :func:`process_state`, :func:`set_process_state`: the process-wide state a notebook's cells
+  share (random generators, pandas options, matplotlib's style, scikit-learn's config, warnings
+  filters), carried to a task and back, as ``%%task`` does (:mod:`taskcell.runner.process_state`).
+- :func:`close_figures`: figures closed after a cell, as the inline backend does.
+- :func:`local_dask`: a stand-in for a notebook's ``Client()``/``LocalCluster()`` where the
+  module runs without the notebook's cluster (Dask then computes in each task's process).
+- :func:`portable`: a value Flyte carries as a pickle even where it refuses the value itself.
+- :func:`cores`, :func:`gib`, :func:`on_this_machine`: Latch's units and local files.
+
+Tests check each against taskcell's own parsers and records.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cores", "gib", "on_this_machine", "portable", "source"]
+__all__ = [
+    "capture",
+    "close_figures",
+    "cores",
+    "gib",
+    "ipython",
+    "local_dask",
+    "on_this_machine",
+    "portable",
+    "process_state",
+    "script",
+    "set_process_state",
+    "shell",
+    "show",
+    "source",
+    "time_it",
+    "update",
+    "write_file",
+]
+
+
+def show(value: object) -> None:
+    """Print a cell's ``Out[]`` value as IPython writes it (its ``text/plain``); nothing for
+    ``None``."""
+    if value is None:
+        return
+    try:
+        from IPython.core.formatters import PlainTextFormatter
+    except ImportError:
+        print(repr(value))
+    else:
+        print(PlainTextFormatter()(value))
+
+
+def shell(command: str, lines: bool = False) -> Any:
+    """``!command`` (or, with ``lines``, ``x = !command``): run it in the shell, its output
+    printed (or returned as a list of lines, IPython's ``SList`` where IPython is installed).
+
+    ``{expression}`` and ``$name`` are expanded from the caller's names as IPython expands
+    them: all or, where one fails, none.
+    """
+    import contextlib
+    import subprocess
+    import sys
+
+    caller = sys._getframe(1)
+    kind: Any = list  # of the lines: IPython's SList where IPython is installed
+    try:
+        from IPython.utils.text import DollarFormatter, SList
+    except ImportError:
+        pass
+    else:
+        kind = SList
+        names = {**caller.f_globals, **caller.f_locals}
+        # IPython runs the command as typed when a name is missing.
+        with contextlib.suppress(Exception):
+            command = DollarFormatter().vformat(command, args=[], kwargs=names)
+    done = subprocess.run(command, shell=True, capture_output=True, text=True, check=False)
+    sys.stderr.write(done.stderr)
+    if lines:
+        return kind(done.stdout.splitlines())
+    sys.stdout.write(done.stdout)
+    return None
+
+
+def script(program: str, text: str) -> None:
+    """``%%bash`` (``%%sh``, ``%%script PROGRAM``): ``text`` run by ``program``, its output
+    printed."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(program, shell=True, input=text, capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+
+
+def write_file(path: str, text: str, append: bool = False) -> None:
+    """``%%writefile [-a] PATH``: write (or append) the cell's text, saying so as IPython does."""
+    import os
+
+    if append:
+        print(f"Appending to {path}")
+    else:
+        print(f"Overwriting {path}" if os.path.exists(path) else f"Writing {path}")
+    with open(path, "a" if append else "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def time_it(statement: str, setup: str = "pass", number: int = 0, repeat: int = 7) -> None:
+    """``%timeit [-n N] [-r R] STATEMENT``: run it as IPython does, with the caller's names;
+    the timing itself is not printed."""
+    import sys
+    import timeit
+
+    caller = sys._getframe(1)
+    timer = timeit.Timer(statement, setup, globals={**caller.f_globals, **caller.f_locals})
+    if not number:
+        number = timer.autorange()[0]
+    timer.repeat(repeat, number)
+
+
+def capture(stdout: bool = True, stderr: bool = True, display: bool = True) -> Any:
+    """``%%capture [NAME]``: IPython's capture of what the block prints and displays. What it
+    captured stays readable (``NAME.stdout``, ``NAME.show()``) and travels between tasks."""
+    import contextlib
+
+    from IPython.utils.capture import capture_output
+
+    class Text(str):
+        """Captured text, as the ``StringIO`` it replaces is read (which no pickle carries)."""
+
+        def getvalue(self) -> str:
+            return str(self)
+
+    @contextlib.contextmanager
+    def captured() -> Any:
+        with capture_output(stdout, stderr, display) as io:
+            yield io
+        for stream in ("_stdout", "_stderr"):
+            if getattr(io, stream, None) is not None:
+                setattr(io, stream, Text(getattr(io, stream).getvalue()))
+
+    return captured()
+
+
+def ipython() -> Any:
+    """The process's IPython shell, made on first use (without history), so that
+    ``display()`` prints a value's text and ``%%capture`` captures displays, as in a kernel.
+    None where IPython is not installed."""
+    import sys
+
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+    except ImportError:
+        return None
+    if InteractiveShell.initialized():
+        return InteractiveShell.instance()
+    config = Config()
+    config.HistoryManager.enabled = False
+    # The module's own __main__ stays in sys.modules: pickles that name it must still work.
+    return InteractiveShell.instance(config=config, user_module=sys.modules["__main__"])
+
+
+def update(old: Any, new: Any) -> Any:
+    """The object a name should hold after a task changed a copy of ``old`` into ``new``:
+    ``old`` itself, changed in place to match (so every other name for it sees the change), or
+    ``new`` where ``old`` cannot take its state (another type, an array of another shape).
+
+    Containers, arrays and the notebook's own objects inside it are changed in place too;
+    a library's internals are replaced whole.
+    """
+    import collections
+    import copyreg
+
+    immutable = (type(None), bool, int, float, complex, str, bytes, range, frozenset, type)
+    memo: dict[int, Any] = {}
+
+    def is_array(value: Any) -> bool:
+        return type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"
+
+    def kept(value: Any) -> bool:
+        containers = (list, dict, set, tuple, bytearray, collections.deque)
+        return (
+            isinstance(value, containers) or is_array(value) or type(value).__module__ == "__main__"
+        )
+
+    def merge(old: Any, new: Any, depth: int) -> Any:
+        if old is new or type(old) is not type(new) or isinstance(old, immutable):
+            return new
+        if id(new) in memo:
+            return memo[id(new)]
+        if depth > 32 or (depth and not kept(old)):
+            return new
+        memo[id(new)] = old
+        try:
+            done = into(old, new, depth + 1)
+        except Exception:  # an object that refuses its new state: replaced
+            done = False
+        if not done:
+            memo[id(new)] = new
+            return new
+        return old
+
+    def into(old: Any, new: Any, depth: int) -> bool:
+        if isinstance(old, tuple):
+            parts = [merge(o, n, depth) for o, n in zip(old, new, strict=False)]
+            return len(old) == len(new) and all(p is o for p, o in zip(parts, old, strict=False))
+        if isinstance(old, (list, collections.deque)):
+            parts = [merge(old[i], v, depth) if i < len(old) else v for i, v in enumerate(new)]
+            old.clear()
+            old.extend(parts)
+            return True
+        if isinstance(old, dict):
+            items = {k: merge(old[k], v, depth) if k in old else v for k, v in new.items()}
+            old.clear()
+            old.update(items)
+            attributes(old, new, depth)
+            return True
+        if isinstance(old, (set, bytearray)):
+            if isinstance(old, set):
+                old.clear()
+                old.update(new)
+            else:
+                old[:] = new
+            return True
+        if is_array(old):
+            if old.shape != new.shape or old.dtype != new.dtype or not old.flags.writeable:
+                return False
+            old[...] = new
+            return True
+        return attributes(old, new, depth) or reduced(old, new)
+
+    def attributes(old: Any, new: Any, depth: int) -> bool:
+        has_dict = hasattr(old, "__dict__") and hasattr(new, "__dict__")
+        slots = copyreg._slotnames(type(old))  # type: ignore[attr-defined]
+        if not has_dict and not slots:
+            return False
+        if has_dict:
+            mine = vars(old)
+            items = {k: merge(mine[k], v, depth) if k in mine else v for k, v in vars(new).items()}
+            mine.clear()
+            mine.update(items)
+        for slot in slots:
+            if hasattr(new, slot):
+                object.__setattr__(
+                    old, slot, merge(getattr(old, slot, None), getattr(new, slot), depth)
+                )
+            elif hasattr(old, slot):
+                object.__delattr__(old, slot)
+        return True
+
+    def reduced(old: Any, new: Any) -> bool:
+        """An object kept in C (a numpy ``Generator``): the state its pickle carries."""
+        mine, theirs = old.__reduce_ex__(2), new.__reduce_ex__(2)
+        if not (isinstance(mine, tuple) and isinstance(theirs, tuple)) or mine[0] != theirs[0]:
+            return False
+        if len(mine[1]) != len(theirs[1]):
+            return False
+        for part, other in zip(mine[1], theirs[1], strict=True):
+            if merge(part, other, 0) is not part:
+                try:
+                    if not bool(part == other):
+                        return False
+                except Exception:
+                    return False
+        state = theirs[2] if len(theirs) > 2 else None
+        if state is not None:
+            old.__setstate__(state)
+        return True
+
+    return merge(old, new, 0)
+
+
+def process_state() -> dict[str, Any]:
+    """What a notebook's cells share in one process and a task must start from: the random
+    generators, pandas options, matplotlib's style, scikit-learn's config, warnings filters
+    (each only where its module is imported)."""
+    import random
+    import sys
+    import warnings
+
+    def differs(a: Any, b: Any) -> bool:
+        try:
+            return bool(a != b)
+        except Exception:  # arrays: compared by what they pickle to
+            import pickle
+
+            return pickle.dumps(a) != pickle.dumps(b)
+
+    state: dict[str, Any] = {"random": random.getstate(), "warnings": list(warnings.filters)}
+    if "numpy" in sys.modules:
+        state["numpy"] = sys.modules["numpy"].random.get_state()
+    if "pandas" in sys.modules:
+        from pandas._config import config
+
+        state["pandas"] = {
+            key: value
+            for key, option in config._registered_options.items()
+            if key not in config._deprecated_options
+            and differs(value := config.get_option(key), option.defval)
+        }
+    if "matplotlib" in sys.modules:
+        matplotlib = sys.modules["matplotlib"]
+        own = {"backend", "backend_fallback", "interactive", "webagg.port", "timezone"}
+        state["matplotlib"] = {
+            k: v
+            for k, v in matplotlib.rcParams.items()
+            if k not in own and differs(v, matplotlib.rcParamsDefault.get(k))
+        }
+    if "sklearn" in sys.modules:
+        state["sklearn"] = sys.modules["sklearn"].get_config()
+    return state
+
+
+def set_process_state(state: dict[str, Any]) -> None:
+    """Take the state :func:`process_state` captured, in this process."""
+    import random
+    import warnings
+
+    random.setstate(state["random"])
+    warnings.filters[:] = state["warnings"]  # type: ignore[index]
+    warnings._filters_mutated()  # type: ignore[attr-defined]
+    if "numpy" in state:
+        import numpy
+
+        numpy.random.set_state(state["numpy"])
+    if "pandas" in state:
+        import pandas
+        from pandas._config import config
+
+        for key, option in config._registered_options.items():
+            if key not in config._deprecated_options:
+                wanted = state["pandas"].get(key, option.defval)
+                try:
+                    unchanged = bool(pandas.get_option(key) == wanted)
+                except Exception:
+                    unchanged = False
+                if not unchanged:
+                    pandas.set_option(key, wanted)
+    if "matplotlib" in state:
+        import matplotlib
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            backend = matplotlib.rcParams["backend"]
+            matplotlib.rcdefaults()
+            matplotlib.rcParams.update({**state["matplotlib"], "backend": backend})
+    if "sklearn" in state:
+        import sklearn
+
+        sklearn.set_config(**state["sklearn"])
+
+
+def close_figures() -> None:
+    """Close every matplotlib figure, as the notebook's inline backend does after each cell."""
+    import sys
+
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
+def local_dask(*args: Any, **kwargs: Any) -> Any:
+    """A stand-in for the notebook's ``Client(...)`` or ``LocalCluster(...)``: the same
+    methods, run at once in this process by Dask's local scheduler. It travels between tasks as
+    a value; so do the futures it gives, which hold their results."""
+
+    class Done:
+        """A finished future: ``result()``, ``done()``, ``status``."""
+
+        status = "finished"
+
+        def __init__(self, value: Any) -> None:
+            self.value = value
+
+        def result(self, timeout: Any = None) -> Any:
+            return self.value
+
+        def done(self) -> bool:
+            return True
+
+        def cancel(self) -> None:
+            pass
+
+        def __repr__(self) -> str:
+            return f"<Future: finished, type: {type(self.value).__name__}>"
+
+    def value_of(x: Any) -> Any:
+        if isinstance(x, Done):
+            return x.value
+        if isinstance(x, (list, tuple, set)):
+            return type(x)(value_of(v) for v in x)
+        if isinstance(x, dict):
+            return {k: value_of(v) for k, v in x.items()}
+        return x
+
+    class Local:
+        """The notebook's client or cluster, here: Dask computes in this process."""
+
+        def submit(self, fn: Callable, *a: Any, **kw: Any) -> Done:
+            for option in ("key", "pure", "workers", "resources", "retries", "priority"):
+                kw.pop(option, None)
+            return Done(fn(*value_of(a), **value_of(kw)))
+
+        def map(self, fn: Callable, *iterables: Any, **kw: Any) -> list:
+            return [self.submit(fn, *items, **kw) for items in zip(*iterables, strict=False)]
+
+        def gather(self, futures: Any, *a: Any, **kw: Any) -> Any:
+            return value_of(futures)
+
+        def scatter(self, data: Any, *a: Any, **kw: Any) -> Any:
+            if isinstance(data, (list, tuple)):
+                return type(data)(Done(v) for v in data)
+            return Done(data)
+
+        def compute(self, collections: Any, *a: Any, **kw: Any) -> Any:
+            import dask
+
+            if isinstance(collections, (list, tuple)):
+                return type(collections)(Done(v) for v in dask.compute(*collections))
+            return Done(dask.compute(collections)[0])
+
+        def persist(self, collections: Any, *a: Any, **kw: Any) -> Any:
+            import dask
+
+            if isinstance(collections, (list, tuple)):
+                return type(collections)(dask.persist(*collections))
+            return dask.persist(collections)[0]
+
+        def run(self, fn: Callable, *a: Any, **kw: Any) -> dict:
+            return {"local": fn(*a, **kw)}
+
+        def _nothing(self, *a: Any, **kw: Any) -> Any:
+            return self
+
+        close = shutdown = restart = wait_for_workers = scale = adapt = upload_file = _nothing
+        dashboard_link = ""
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            pass
+
+        def __repr__(self) -> str:
+            return "<Dask in this process (the notebook's cluster is left out)>"
+
+    return Local()
+
+
+def portable(value: object) -> object:
+    """A value as Flyte carries an untyped one, untouched: an object that unpickles as the
+    value itself. Flyte refuses ``None``, takes a tuple for several outputs, and reads
+    attributes of what a task returns (which a Dask collection answers with new tasks)."""
+    import operator
+
+    class Carried:
+        def __reduce__(self) -> tuple:
+            return operator.itemgetter(0), ((value,),)
+
+    return Carried()
 
 
 def cores(value: object) -> int:
@@ -48,20 +508,6 @@ def gib(value: object) -> int:
     return math.ceil(fractions.Fraction(number) * unit / 2**30)
 
 
-def portable(value: object) -> object:
-    """A task's untyped output as Flyte carries it: Flyte refuses a tuple, so a tuple leaves as
-    an object that unpickles as that same tuple (a named tuple stays one)."""
-    if not isinstance(value, tuple):
-        return value
-    kind, items = type(value), tuple(value)
-
-    class Tuple:
-        def __reduce__(self) -> tuple:
-            return tuple.__new__, (kind, items)
-
-    return Tuple()
-
-
 def on_this_machine(path: str, kind: type) -> object:
     """A ``LatchFile`` or ``LatchDir`` for a path on this machine, to run the workflow here."""
     import pathlib
@@ -71,6 +517,8 @@ def on_this_machine(path: str, kind: type) -> object:
 
 
 def source(function: Callable[..., Any], name: str) -> str:
-    """The source of one of these functions, defined under ``name``."""
+    """The source of one of these functions, defined under ``name``, its annotations of
+    ``typing`` names written as ``object`` (the module need not import them)."""
     text = inspect.getsource(function)
+    text = re.sub(r"\b(Any|Callable)\b", "object", text)
     return text.replace(f"def {function.__name__}(", f"def {name}(", 1)

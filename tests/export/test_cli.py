@@ -81,13 +81,24 @@ def test_refuses_to_overwrite_the_notebook(write):
 
 
 def test_warnings_name_the_cell(write, capsys):
-    path = write("x = 1", "!ls")
+    path = write("x = 1", "!pip install tqdm")
     assert main([str(path)]) == 0
-    assert "# !ls" in path.with_suffix(".py").read_text()
+    assert "# !pip install tqdm" in path.with_suffix(".py").read_text()
     assert capsys.readouterr().err == (
-        "taskcell export: warning: cell 2 (!ls): shell escapes cannot run outside IPython; "
-        f"'!ls' kept as a comment\nwrote {path.with_suffix('.py')}\n"
+        "taskcell export: warning: cell 2 (!pip install tqdm): '!pip install tqdm' left as a "
+        f"comment: install that where the module runs\nwrote {path.with_suffix('.py')}\n"
     )
+
+
+def test_every_cell_a_module_cannot_carry_is_named_and_nothing_is_written(write, capsys):
+    path = write("x = 1", "%run setup.py", "y = x", "%%sql\nSELECT 1", "z = (")
+    assert main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("taskcell export: error: 3 cells cannot be exported as they are:\n")
+    assert "- cell 2 (%run setup.py): '%run setup.py': %run has no meaning" in err
+    assert "- cell 4 (%%sql): '%%sql': %%sql has no meaning" in err
+    assert "- cell 5 (z = (): invalid syntax at line 1" in err
+    assert not path.with_suffix(".py").exists()
 
 
 def test_nbconvert_exporter_class(write):
@@ -108,7 +119,7 @@ def _registered() -> bool:
 
 def test_jupyter_nbconvert(write):
     """``--to taskcell`` once the entry point is installed; the class path works regardless."""
-    path = write("x = 1", "%%task\ny = x", "!ls")
+    path = write("x = 1", "%%task\ny = x", "%pip install tqdm")
     to = "taskcell" if _registered() else "taskcell.export.nbconvert_exporter.TaskcellExporter"
     done = subprocess.run(
         [
@@ -127,7 +138,7 @@ def test_jupyter_nbconvert(write):
     )
     assert done.returncode == 0, done.stderr
     assert "import flyte" in path.with_suffix(".py").read_text()
-    assert "[NbConvertApp] WARNING | taskcell: cell 3 (!ls): shell escapes" in done.stderr
+    assert "[NbConvertApp] WARNING | taskcell: cell 3 (%pip install tqdm): '%pip" in done.stderr
 
 
 # -- replacing a file, or not ---------------------------------------------------------------

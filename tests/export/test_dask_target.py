@@ -93,17 +93,21 @@ def test_user_presets_are_written_out(tmp_path):
 def test_notebook_names_never_shadow_the_module_helpers(tmp_path):
     source = export_notebook(
         notebook(
-            "from taskcell import Resources\nresults = []\nunpack = 1\nmain = 'm'\ntask = 't'",
-            "%%task --cpu 1\na, b = results, unpack",
+            "from taskcell import Resources\nresults = []\nsubmit = 1\nmain = 'm'\ntask = 't'",
+            "%%task --cpu 1\na, b = results, submit\na",
+            "show = 2",
         )
     )
     for line in [
         "from taskcell import Resources\n",
         "from taskcell import task as taskcell_task\n",
         "from taskcell.export.runtime import results as taskcell_results\n",
-        "@taskcell_task(resources=Resources(cpu=1))\ndef compute_a(results, unpack):",
+        "from taskcell.export.runtime import submit as taskcell_submit\n",
+        "from taskcell.export.standalone import show as show_2\n",
+        "@taskcell_task(resources=Resources(cpu=1))\ndef compute_a(results, submit):",
         "def workflow():",
-        "a, b = taskcell_unpack(compute_a(results, unpack), 2)",
+        "compute_a_call = taskcell_submit(compute_a, results, submit, returns=2)",
+        "a, b = compute_a_call.result()",
         "return taskcell_results(locals())",
         "run(workflow, parser.parse_args().scheduler)",
     ]:

@@ -17,11 +17,11 @@ def plan(*cells: str) -> Workflow:
 
 
 def tasks(workflow: Workflow) -> list[tuple]:
-    return [(t.function, t.params, t.returns, t.gather, t.after) for t in workflow.tasks]
+    return [(t.function, t.params, t.returns, t.needs, t.after) for t in workflow.tasks]
 
 
-def drivers(workflow: Workflow) -> list[tuple]:
-    return [(s.code, s.gather) for s in workflow.steps if isinstance(s, DriverStep)]
+def drivers(workflow: Workflow) -> list[str]:
+    return [s.code for s in workflow.steps if isinstance(s, DriverStep)]
 
 
 def test_rebinding_reading_and_a_diamond():
@@ -42,17 +42,16 @@ def test_rebinding_reading_and_a_diamond():
         ("right", ("y",), ("b",), (), (3,)),
         ("compute_d", ("a", "b"), ("d",), (), (4, 5)),
     ]
-    assert drivers(wf)[-1] == ("print(d)\n", ("d",))
+    assert drivers(wf)[-1] == "print(d)\n"
 
 
 def test_functions_carry_the_futures_they_read():
     wf = plan(
         "%%task\nscale = 3",
-        "def helper(v):\n    return v * scale",  # reads scale: the driver waits for it
+        "def helper(v):\n    return v * scale",
         "%%task\nscale = 4",
         "%%task\nout = helper(2)",  # helper's closure must hold a value, not a future
     )
-    assert drivers(wf)[0][1] == ("scale",)
     assert tasks(wf)[2] == ("compute_out", ("helper",), ("out",), ("scale",), (2,))
 
 
@@ -84,7 +83,7 @@ def test_imports():
     )
     assert second.local_imports == ("import statistics",)
     last = [s for s in wf.steps if isinstance(s, DriverStep)][-1]
-    assert last.imports == ("import statistics",) and last.gather == ("y", "z")
+    assert last.imports == ("import statistics",)
 
 
 def test_an_import_rebound_otherwise_is_not_hoisted():
@@ -115,7 +114,7 @@ def test_dynamic_resources_read_values():
         '%%task --cpu "min(8, len(files))" --memory 1Gi\ncount = 3',
     )
     step = wf.tasks[1]
-    assert (step.params, step.gather) == (("files",), ("files",))
+    assert (step.params, step.needs) == (("files",), ("files",))
     assert dict(step.request.dynamic) == {"cpu": "min(8, len(files))"}
 
 
@@ -146,14 +145,84 @@ def test_every_way_of_defining_a_function_carries_the_futures_it_reads(definitio
     assert tasks(wf)[2] == ("compute_out", ("g",), ("out",), ("scale",), (2,))
 
 
-def test_trailing_values():
-    wf = plan("x = 1\nx", "x;", "len([x])", "a, b = 1, 2\na, b", "%%task\ny = x\ny")
-    assert [code for code, _ in drivers(wf)] == [
-        "x = 1\nprint(x)\n",  # x; printed nothing: it leaves no step at all
-        "len([x])\n",
-        "a, b = 1, 2\nprint((a, b))\n",
+def test_trailing_values_are_shown_as_the_notebook_showed_them():
+    wf = plan(
+        "x = 1\nx",
+        "x;",
+        "len([x])",
+        "a, b = 1, 2\na, b",
+        "print(x)",
+        "%%task\ny = x\ny",
+        "%%task\nz = x\nz;",
+    )
+    assert drivers(wf) == [
+        "x = 1\nshow(x)\n",
+        "x;\n",  # silenced: a statement, as in the notebook
+        "show(len([x]))\n",
+        "a, b = 1, 2\nshow((a, b))\n",
+        "print(x)\n",  # a print shows nothing more
     ]
-    assert wf.tasks[0].body == "y = x\n"
+    assert [t.body for t in wf.tasks] == ["y = x\nshow(y)\n", "z = x\nz;\n"]
+
+
+def test_in_place_changes_come_back_and_immutable_values_do_not():
+    wf = plan(
+        "results = []\ntext = 'a b'\nmodel = object()",
+        "%%task\nresults.append(1)\nwords = text.split()\nmodel.fit = 1",
+        "print(results, words, model)",
+    )
+    (step,) = wf.tasks
+    assert step.updates == ("results", "model")
+    assert step.returns == ("results", "model", "words")
+
+
+def test_process_state_travels_where_the_notebook_uses_a_module_that_holds_some():
+    wf = plan("import numpy as np", "%%task\nx = np.random.rand()", "%%task\ny = 2")
+    assert wf.carries_state
+    assert [t.changes_state for t in wf.tasks] == [True, False]
+    assert not plan("import json", "%%task\nx = json.dumps(1)").carries_state
+
+
+def test_figures_are_closed_after_a_cell_that_draws():
+    wf = plan("import matplotlib.pyplot as plt", "%%task\nplt.plot([1])", "%%task\nx = 1")
+    assert [t.body for t in wf.tasks] == [
+        "show(plt.plot([1]))\nclose_figures()\n",
+        "x = 1\n",
+    ]
+
+
+@pytest.mark.parametrize("target", ["dask", "flyte", "latch"])
+def test_a_generator_a_later_task_reads_is_refused(target):
+    with pytest.raises(ExportError, match=r"cell 1 .*binds 'g' to a generator"):
+        plan_workflow(
+            read_notebook(
+                notebook("%%task\ng = (i for i in range(3))", "print(list(g))"), BUILTIN_PRESETS
+            ),
+            BUILTIN_PRESETS,
+            target,
+        )
+
+
+def test_a_generator_no_later_cell_reads_is_no_problem():
+    wf = plan("%%task\ng = (i for i in range(3))\nn = 1", "print(n)")
+    assert wf.tasks[0].returns == ("n",)
+
+
+def test_the_notebooks_dask_cluster_per_target():
+    cells = (
+        "from dask.distributed import Client\nclient = Client()",
+        "%%task\nf = client.submit(abs, -1)",
+        "print(f.result())",
+    )
+    nb = read_notebook(notebook(*cells), BUILTIN_PRESETS)
+    dask = plan_workflow(nb, BUILTIN_PRESETS, "dask")
+    assert dask.tasks == [] and "runs there" in dask.notes[0]
+    flyte = plan_workflow(nb, BUILTIN_PRESETS, "flyte")
+    assert drivers(flyte)[0] == (
+        "# client = Client()\n"
+        "client = local_dask()  # taskcell: Dask runs in this process instead\n"
+    )
+    assert flyte.tasks[0].params == ("client",)
 
 
 def test_docstring_and_markdown():
@@ -199,6 +268,15 @@ def test_history_reads_are_noted():
 def test_refusals_name_the_cell(cells, message):
     with pytest.raises(ExportError, match=message):
         plan(*cells)
+
+
+def test_every_refusal_is_named_at_once():
+    with pytest.raises(ExportError) as caught:
+        plan("import asyncio", "await asyncio.sleep(0)", "x = 1", '%%task --cpu "n"\ny = 1')
+    message = str(caught.value)
+    assert message.startswith("2 cells cannot be exported as they are:")
+    assert "- cell 2 (await asyncio.sleep(0)): top-level `await`" in message
+    assert "- cell 4 (%%task --cpu \"n\"): --cpu 'n' reads 'n'" in message
 
 
 def test_platform_limits_are_checked_before_export():

@@ -126,6 +126,7 @@ def test_an_environment_and_a_cells_own_fields_give_one_whole_request():
             "%task_env etl --cpu 1 --memory 1Gi --gpu A100:1",
             "%%task --env etl --memory 2Gi\na = 1",
             '%%task --env etl --cpu "len(str(a))"\nb = a',
+            "print(b)",
         ),
         "flyte",
     )
@@ -171,11 +172,40 @@ def test_driver_awaits_independent_tasks_together():
         ),
         "flyte",
     )
-    assert "a, (b, c) = await asyncio.gather(compute_a.aio(x), compute_b.aio(x))" in source
+    assert "a, b = await asyncio.gather(compute_a.aio(x), compute_b.aio(x))" in source
     assert "d, e = await asyncio.gather(\n" in source
     assert "compute_e.override(resources=flyte.Resources(cpu=min(2, x))).aio(x)" in source
-    assert "def compute_b(x: Any) -> tuple[Any, Any]:" in source
+    assert "def compute_b(x: int) -> int:" in source  # c: no later cell reads it
     assert "async def main() -> None:" in source
+
+
+def test_values_are_typed_where_the_code_makes_it_certain():
+    source = export_notebook(
+        notebook(
+            "import pandas as pd\nn = 3\nnames = ['a', 'b']\nthing = object()",
+            "%%task\nframe = pd.DataFrame({'n': [n]})\npair = (n, names)\nlabel = names[0]",
+            "%%task\nfirst = frame.head(1)\nkind = type(thing)\nnone = None",
+            "print(pair, label, first, kind, none)",
+        ),
+        "flyte",
+    )
+    assert (
+        "def compute_frame(\n    n: int, names: list[str], state: typing.Any\n"
+        ") -> tuple[pd.DataFrame, typing.Any, str, typing.Any]:" in source
+    )
+    assert "return frame, portable(pair), label, portable(process_state())" in source
+    assert "    frame: pd.DataFrame, thing: typing.Any, state: typing.Any\n" in source
+    assert "return frame, first, portable(kind), portable(none)" in source
+    assert "compute_first.aio(\n        frame, portable(thing), process_state()\n    )" in source
+
+
+def test_changes_in_place_and_state_come_back_to_the_driver():
+    source = export_notebook(
+        notebook("import random\nitems = [3, 1]", "%%task\nitems.sort()\nr = random.random()"),
+        "flyte",
+    )
+    assert "items_new, state = await cell_2.aio(portable(items), process_state())" in source
+    assert "items = update(items, items_new)\n    set_process_state(state)" in source
 
 
 @pytest.mark.parametrize(
@@ -199,5 +229,5 @@ def test_left_out_parts_are_warned_about():
 
 
 def test_retries():
-    source = export_notebook(notebook("%%task --retries 3 --cpu 1\nx = 1"), "flyte")
-    assert "@compute_x_env.task(retries=3)\ndef compute_x() -> Any:" in source
+    source = export_notebook(notebook("%%task --retries 3 --cpu 1\nx = 1", "print(x)"), "flyte")
+    assert "@compute_x_env.task(retries=3)\ndef compute_x() -> int:" in source

@@ -33,45 +33,134 @@ def test_kinds_and_task_line():
     assert task.label == "cell 3 (%%task small_task --retries 2)"
 
 
-def test_plumbing_is_dropped_without_a_note():
+def test_taskcells_own_magics_are_dropped_without_a_note():
     nb = read("%load_ext taskcell\n%task_cluster tcp://127.0.0.1:8786\nx = 1\n%tasks")
     assert nb.cells[0].code == "x = 1\n"
     assert nb.cells[0].notes == ()
 
 
 @pytest.mark.parametrize(
-    ("source", "code", "note"),
+    ("source", "code"),
     [
+        ("!ls -l\nx = 1", "shell('ls -l')\nx = 1\n"),
+        ("files = !ls {x}", "files = shell('ls {x}', lines=True)\n"),
+        ("files = %sx ls", "files = shell('ls', lines=True)\n"),
+        ("%time y = 2", "y = 2\n"),
+        ("%timeit -n 3 -r2 f(x)", "time_it('f(x)', number=3, repeat=2)\n"),
+        ("%env A=b c", "os.environ['A'] = 'b c'\nprint('env: A=b c')\n"),
+        ("%set_env A 1", "os.environ['A'] = '1'\n"),
+        ("v = %env A", "v = os.environ['A']\n"),
+        ("%cd /tmp", "os.chdir(os.path.expanduser('/tmp'))\nprint(os.getcwd())\n"),
+        ("if True:\n    !ls\n", "if True:\n    shell('ls')\n"),
+        ("get_ipython().system('ls')", "shell('ls')\n"),
+        ("%matplotlib inline\nx = 1", "# %matplotlib inline\nx = 1\n"),
+        ("len?", "# %pinfo len\n"),
         (
-            "!ls -l\nx = 1",
-            "# !ls -l\nx = 1\n",
-            "shell escapes cannot run outside IPython; '!ls -l'",
+            "for i in []:\n    %load_ext autoreload",
+            "for i in []:\n    pass\n    # %load_ext autoreload\n",
         ),
-        ("files = !ls", "# files = !ls\n", "'files = !ls' kept as a comment"),
-        ("%matplotlib inline\nx = 1", "# %matplotlib inline\nx = 1\n", "%matplotlib cannot run"),
-        ("%time y = 2", "y = 2\n", "%time dropped; its statement is kept"),
-        ("len?", "# %pinfo len\n", "%pinfo cannot run"),
-        ("if True:\n    !ls\n", "if True:\n    pass\n    # !ls\n", "'!ls' kept as a comment"),
-        ("get_ipython().system('ls')", "# !ls\n", "'!ls' kept as a comment"),
-        ("x = get_ipython()", "# x = get_ipython()\n", "get_ipython() has no shell"),
     ],
-    ids=["shell", "shell-assign", "line-magic", "time", "help", "nested", "explicit", "getter"],
+    ids=[
+        "shell",
+        "shell-lines",
+        "sx",
+        "time",
+        "timeit",
+        "env-set",
+        "set-env",
+        "env-get",
+        "cd",
+        "nested",
+        "explicit",
+        "set-up",
+        "help",
+        "nested-set-up",
+    ],
 )
-def test_ipython_syntax_is_kept_as_comments_with_a_note(source, code, note):
+def test_ipython_syntax_becomes_the_python_it_runs(source, code):
     cell = read(source).cells[0]
     assert cell.code == code
+    assert cell.notes == () and cell.problems == ()
+
+
+def test_the_names_a_magic_reads_are_the_cells_inputs():
+    timed, shelled = read("%timeit f(x)", "!echo {name} $other").cells
+    assert {"f", "x"} <= set(timed.analysis.inputs)
+    assert set(shelled.analysis.inputs) >= {"name", "other"}
+
+
+def test_helpers_take_names_the_notebook_does_not_use():
+    cell = read("shell = 'bash'\n!ls").cells[0]
+    assert cell.code == "shell = 'bash'\nshell_2('ls')\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "note"),
+    [
+        ("%pip install pandas", "'%pip install pandas' left as a comment: install that"),
+        ("!pip install -q tqdm", "'!pip install -q tqdm' left as a comment: install that"),
+    ],
+    ids=["%pip", "!pip"],
+)
+def test_installing_packages_is_left_as_a_comment_with_a_note(source, note):
+    cell = read(source).cells[0]
+    assert cell.code == f"# {source}\n"
     assert len(cell.notes) == 1 and note in cell.notes[0]
-    assert cell.notes[0].startswith("cell 1 (")
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        ("%run setup.py", "'%run setup.py': %run has no meaning outside IPython"),
+        ("x = 1\n%store x", "'%store x': %store has no meaning"),
+        ("ip = get_ipython()", "line 1 ('ip = get_ipython()') uses get_ipython()"),
+        ("%%sql\nSELECT 1", "'%%sql': %%sql has no meaning outside IPython"),
+        ("%timeit -o f()", "'%timeit -o f()': the module has no timing result"),
+    ],
+    ids=["run", "store", "getter", "sql", "timeit-o"],
+)
+def test_what_a_module_cannot_run_is_a_problem_of_the_cell(source, problem):
+    nb = read_notebook(notebook("x = 0", source), BUILTIN_PRESETS, strict=False)
+    assert nb.cells[0].problems == ()
+    (found,) = nb.cells[1].problems
+    assert found.startswith("cell 2 (") and problem in found
 
 
 def test_cell_magics():
-    nb = read("%%bash\necho hi", "%%time\nz = 3", "%%capture out\nw = 4")
-    bash, timed, captured = nb.cells
-    assert bash.code == "# %%bash\n# echo hi\n"
-    assert "cannot run outside IPython" in bash.notes[0]
+    nb = read(
+        "%%bash\necho hi",
+        "%%time\nz = 3",
+        "%%capture out --no-stderr\nw = 4\nw",
+        "%%writefile -a notes.txt\nline",
+        "%%html\n<b>x</b>",
+        "%%timeit -n 2 setup()\nrun()",
+    )
+    bash, timed, captured, written, html, timeit = nb.cells
+    assert bash.code == "script('bash', 'echo hi\\n')\n"
     assert (timed.code, timed.analysis.outputs) == ("z = 3\n", ("z",))
-    assert "%%time dropped" in timed.notes[0]
-    assert captured.analysis.outputs == ("w",)
+    assert captured.code == "with capture(stderr=False) as out:\n    w = 4\n    w\n"
+    assert captured.analysis.outputs == ("out", "w")
+    assert written.code == "write_file('notes.txt', 'line\\n', append=True)\n"
+    assert html.code == "display(HTML('<b>x</b>\\n'))\n"
+    assert timeit.code == "time_it('run()\\n', setup='setup()', number=2)\n"
+    assert all(c.notes == () and c.problems == () for c in nb.cells)
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["%%time\n%%task --cpu 1\nx = 1\nx", "%%task --cpu 1\n%%time\nx = 1\nx"],
+    ids=["time-first", "task-first"],
+)
+def test_a_cell_magic_stacked_with_task_keeps_the_body(source):
+    cell = read(source).cells[0]
+    assert cell.kind == "task" and cell.task == TaskLine(fields={"cpu": "1"})
+    assert cell.code == "x = 1\nx\n"
+
+
+def test_capture_inside_a_task_cell():
+    cell = read("%%task\n%%capture out\nprint(1)").cells[0]
+    assert cell.kind == "task"
+    assert cell.code == "with capture() as out:\n    print(1)\n"
 
 
 def test_task_env_lines_define_environments_in_order():

@@ -76,7 +76,7 @@ def test_tricky_flows(tmp_path):
     nb = notebook(*TRICKY)
     path = tmp_path / "tricky.ipynb"
     write_notebook(path, *TRICKY)
-    module = export(path, tmp_path / "tricky.py", warnings=2)
+    module = export(path, tmp_path / "tricky.py")
     values = run_module(module, tmp_path)["values"]
     assert values["x"] == 10 and values["y"] == 8 and values["total"] == 39
     assert "scale" not in values  # deleted by a task, as in the notebook

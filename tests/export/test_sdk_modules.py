@@ -1,13 +1,10 @@
 """The flyte and latch modules, checked by the real SDKs: flyte 2.12.1 and latch 2.77.2 from PyPI.
 
-The two SDKs conflict with each other, so each lives in a venv of its own, which ``make test``
-creates (``.venv-flyte``, ``.venv-latch``) and names in ``TASKCELL_FLYTE_PYTHON`` and
-``TASKCELL_LATCH_PYTHON``. A harness (``tests/export/sdk/``) loads the exported module there,
-in a subprocess, reads what each task object carries from the SDK's own objects, and runs the
-workflow on this machine (``flyte.run``; Latch's local execution). Its answers are compared here
-with what the notebook asked for and with the values the notebook computed in a real kernel.
-
-Without a venv the tests skip, saying how to make it; under ``CI=true`` they fail instead.
+Each SDK lives in a venv of its own (:mod:`.sdks`). A harness (``tests/export/sdk/``) loads the
+exported module there, in a subprocess, reads what each task object carries from the SDK's own
+objects, and runs the workflow on this machine (``flyte.run``; Latch's local execution). Its
+answers are compared here with what the notebook asked for and with the values the notebook
+computed in a real kernel.
 """
 
 from __future__ import annotations
@@ -38,10 +35,10 @@ from taskcell.spec import (
 )
 
 from .conftest import notebook, run_notebook
+from .sdks import ROOT, sdk_python
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).resolve().parent / "sdk"
 DEMO = ROOT / "demo_notebooks" / "04-export.ipynb"
 
@@ -105,19 +102,6 @@ LATCH_EXPECTED = {
         {"summary"},
     ),
 }
-
-
-def sdk_python(kind: str) -> Path:
-    """The interpreter of the SDK's venv; skip (fail under CI=true) when there is none."""
-    variable = f"TASKCELL_{kind.upper()}_PYTHON"
-    # absolute, not resolved: the venv's python is a link out of the venv
-    python = Path(os.path.abspath(os.environ.get(variable) or ROOT / f".venv-{kind}/bin/python"))
-    if python.exists():
-        return python
-    message = f"no {kind} SDK venv at {python}: `make test` creates it (or set {variable})"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +233,7 @@ def expected_flyte(nb: nbformat.NotebookNode, values: dict[str, Any]) -> tuple[d
     """Each task's request as the notebook asked for it: the fixed part its environment
     carries, and, for a task with dynamic resources, the whole request for the notebook's
     values."""
-    workflow = plan_workflow(read_notebook(nb, BUILTIN_PRESETS), BUILTIN_PRESETS)
+    workflow = plan_workflow(read_notebook(nb, BUILTIN_PRESETS), BUILTIN_PRESETS, "flyte")
     fixed, computed = {}, {}
     for step in workflow.tasks:
         request = step.request
