@@ -53,7 +53,11 @@ export class ResourcesClient implements IResourcesClient {
     timeout: number,
     signal?: AbortSignal
   ): Promise<IClusterState> {
-    const query: Record<string, string> = { timeout: String(timeout) };
+    // The sidebar draws the view; the snapshot it is computed from stays on the server.
+    const query: Record<string, string> = {
+      timeout: String(timeout),
+      snapshot: '0'
+    };
     if (since !== null) {
       query.since = String(since);
     }

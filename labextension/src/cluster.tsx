@@ -204,7 +204,7 @@ export function ClusterControls(props: {
   actions: IActions;
 }): JSX.Element | null {
   const { model, state, actions } = props;
-  const connected = state.view ? (state.snapshot?.workers.length ?? 0) : 0;
+  const connected = state.view?.worker_count ?? 0;
   const [workers, setWorkers] = useState('');
   const control = state.control;
   const scale = async (): Promise<void> => {

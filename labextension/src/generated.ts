@@ -441,6 +441,8 @@ export interface ISnapshotView {
   now: number;
   /** "2 workers · 1 running · 1 waiting on workers · 0 queued". */
   summary: string;
+  /** How many workers are connected. */
+  worker_count: number;
   totals: IBarView[];
   groups: IGroupView[];
   /** "No worker is connected to the scheduler." when none is, else null. */

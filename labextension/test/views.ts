@@ -65,6 +65,7 @@ export function view(
   return {
     now,
     summary: `1 worker · ${tasks.length} running · 0 waiting on workers · 0 queued`,
+    worker_count: 1,
     totals: [gpu],
     groups: [
       {

@@ -7,7 +7,9 @@ POST     /taskcell/api/clusters                     starts an embedded cluster, 
                                                     (StartedCluster)
 GET      /taskcell/api/clusters/<id>                a cluster's snapshot and its view
                                                     (ClusterState); with ``?since=<version>&
-                                                    timeout=<s>`` a long poll
+                                                    timeout=<s>`` a long poll; ``snapshot=0``
+                                                    leaves the snapshot out (the sidebar draws
+                                                    the view)
 POST     /taskcell/api/clusters/<id>/cancel         stops ``{"key"}``, a task the snapshot
                                                     shows running or waiting (CancelResult)
 POST     /taskcell/api/clusters/<id>/scale          ``{"workers": n}`` for the embedded
@@ -209,9 +211,15 @@ class ClusterHandler(TaskcellHandler):
             raise web.HTTPError(
                 400, f"timeout= must be between 0 and {MAX_WAIT:g} seconds, got {wait!r}"
             )
+        raw = self.get_query_argument("snapshot", "1")
+        if raw not in ("0", "1"):
+            raise web.HTTPError(400, f"snapshot= must be 0 or 1, got {shown(raw)}")
         info = await self.find_cluster(cluster_id)
         watch = self.extension.hub.watch(info["address"])
-        self.reply(await watch.changed(since, wait))
+        state = await watch.changed(since, wait)
+        if raw == "0":
+            state = ClusterState(**{**state, "snapshot": None})
+        self.reply(state)
 
     def _number(self, name: str, kind: type, default: Any) -> Any:
         raw = self.get_query_argument(name, None)

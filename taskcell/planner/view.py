@@ -42,12 +42,14 @@ The rules, stated once:
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
-from taskcell.planner.amounts import show_amount, show_bytes
+from taskcell.planner.amounts import show_amount as _show_amount
+from taskcell.planner.amounts import show_bytes
 from taskcell.planner.schema import (
     STRIP_SECONDS,
     STRIP_STEPS,
@@ -63,6 +65,9 @@ from taskcell.planner.schema import (
     UsageStrip,
     WorkerSnapshot,
 )
+
+#: An amount's words, remembered: a cluster's workers repeat the same few amounts, bar by bar.
+show_amount = functools.lru_cache(maxsize=4096)(_show_amount)
 
 #: A group with more workers than this folds its idle ones into one line.
 IDLE_ROWS = 8
@@ -287,6 +292,8 @@ class SnapshotView(TypedDict):
     now: float
     #: "2 workers · 1 running · 1 waiting on workers · 0 queued".
     summary: str
+    #: How many workers are connected.
+    worker_count: int
     totals: list[BarView]
     groups: list[GroupView]
     #: "No worker is connected to the scheduler." when none is, else None.
@@ -677,6 +684,7 @@ def snapshot_view(snap: Snapshot, now: float) -> SnapshotView:
     return SnapshotView(
         now=now,
         summary=summary,
+        worker_count=len(workers),
         totals=totals,
         groups=[group_view(g, now) for g in groups(workers)],
         no_workers=None if workers else "No worker is connected to the scheduler.",

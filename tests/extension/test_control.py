@@ -51,8 +51,16 @@ async def test_a_cluster_started_here_is_scaled_shown_through_the_server_and_sto
     assert view == snapshot_view(
         {**state["snapshot"], "dashboard": state["dashboard"]}, view["now"]
     )
-    assert view["summary"].startswith("1 worker · 0 running")
+    assert view["summary"].startswith("1 worker · 0 running") and view["worker_count"] == 1
     assert [w["name"] for g in view["groups"] for w in g["workers"]] == ["taskcell-0"]
+    # What the sidebar asks for: the view alone.
+    drawn = await api("clusters", cid, params={"snapshot": "0"})
+    assert drawn["snapshot"] is None and drawn["view"]["summary"] == view["summary"]
+    bad = await jp_fetch(
+        "taskcell", "api", "clusters", cid, params={"snapshot": "no"}, raise_error=False
+    )
+    assert bad.code == 400
+    assert "snapshot= must be 0 or 1, got 'no'" in json.loads(bad.body)["message"]
 
     # Its dashboard, and a plot of it, through the Jupyter server.
     assert state["dashboard"] == f"taskcell/dashboard/{cid}/status"

@@ -46,7 +46,9 @@ BODIES = st.one_of(
     ),
     st.binary(max_size=200),
 )
-QUERIES = st.dictionaries(st.sampled_from(["since", "timeout", "x"]), URL_TEXT, max_size=2)
+QUERIES = st.dictionaries(
+    st.sampled_from(["since", "timeout", "snapshot", "x"]), URL_TEXT, max_size=3
+)
 
 
 @st.composite
