@@ -11,6 +11,7 @@ by copying a worker's spec (``taskcell.extension.control_plugin``), which starts
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import socket
@@ -92,10 +93,10 @@ async def run_cluster(
         options = {k: v for k, v in workers[name].items() if k != "env"}
         specs[name] = {"cls": Worker, "options": {**options, "dashboard": False}}
     started.clear()
-    scheduler = {
-        "cls": Scheduler,
-        "options": {"host": "127.0.0.1", "port": port, "dashboard_address": "127.0.0.1:0"},
-    }
+    # The dashboard (bokeh) takes longer to import than the rest of the cluster to start: it
+    # is added once the cluster is up, its page served on the port the scheduler opened.
+    options = {"host": "127.0.0.1", "port": port, "dashboard_address": "127.0.0.1:0"}
+    scheduler = {"cls": Scheduler, "options": {**options, "dashboard": False}}
     async with SpecCluster(
         workers=specs,
         scheduler=scheduler,
@@ -105,7 +106,20 @@ async def run_cluster(
     ) as cluster:
         said = {"address": cluster.scheduler_address, "workers": len(workers)}
         print(json.dumps(said), flush=True)
+        dashboard = asyncio.ensure_future(_add_dashboard(cluster.scheduler))
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.buffer.read)
+        dashboard.cancel()
+
+
+async def _add_dashboard(scheduler: Any) -> None:
+    """Serve the scheduler's dashboard pages, importing bokeh in a thread meanwhile."""
+    try:
+        dashboard = await asyncio.to_thread(
+            importlib.import_module, "distributed.dashboard.scheduler"
+        )
+    except ImportError:  # no bokeh, no dashboard (as for any Dask scheduler)
+        return
+    dashboard.connect(scheduler.http_application, scheduler.http_server, scheduler, prefix="/")
 
 
 def _wait_for_port(address: str) -> None:

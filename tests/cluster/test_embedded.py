@@ -3,6 +3,10 @@ all ended with it; started without a spec, it reads its own config (issue 21).""
 
 from __future__ import annotations
 
+import time
+import urllib.error
+import urllib.request
+
 import dask.config
 import psutil
 import pytest
@@ -17,6 +21,26 @@ pytestmark = pytest.mark.slow
 def worker_processes(cluster: EmbeddedCluster) -> list[psutil.Process]:
     children = psutil.Process(cluster.proc.pid).children(recursive=True)
     return [p for p in children if "taskcell.cluster.embedded_worker" in " ".join(p.cmdline())]
+
+
+def client_port(address: str) -> int:
+    """The port of the scheduler's dashboard."""
+    with Client(address, set_as_default=False) as client:
+        return int(client.scheduler_info()["services"]["dashboard"])
+
+
+def wait_for_dashboard(port: int, timeout: float = 60) -> None:
+    """Until the dashboard's status page answers (it is added once the cluster is up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as page:
+                assert page.status == 200
+                return
+        except urllib.error.HTTPError as e:
+            assert e.code == 404, e
+        assert time.monotonic() < deadline, "the dashboard never answered"
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("n", [1, 2], ids=["one-worker", "two-workers"])
@@ -34,6 +58,7 @@ def test_workers_share_the_machine_and_end_with_the_cluster(n: int) -> None:
         # One worker runs in the cluster's own process; several get a process each.
         processes = worker_processes(cluster)
         assert len(processes) == (0 if n == 1 else n)
+        wait_for_dashboard(client_port(cluster.address()))
     finally:
         cluster.close()
     assert not cluster.alive()
