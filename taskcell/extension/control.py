@@ -117,6 +117,8 @@ async def output(client: Client, key: str) -> TaskOutput | None:
 
 #: Most workers a cluster of this server may be scaled to (they all run on this machine).
 MAX_WORKERS = 64
+#: Seconds a cluster's scheduler process may take to start (importing Dask on a busy machine).
+START_TIMEOUT = 120
 
 
 def worker_options() -> dict[str, Any]:
@@ -172,7 +174,8 @@ class ServerClusters:
         scheduler = {
             "cls": SubprocessScheduler,
             "options": {
-                "scheduler_kwargs": {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
+                "scheduler_kwargs": {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"},
+                "timeout": START_TIMEOUT,
             },
         }
         worker = {
