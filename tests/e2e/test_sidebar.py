@@ -616,7 +616,7 @@ def test_a_cluster_started_scaled_and_stopped_from_the_sidebar(tmp_path, lab):
         expect(sidebar.locator(".jp-taskcell-message-empty")).to_contain_text("No cluster yet")
         sidebar.locator(".jp-taskcell-start").click()
         expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute(
-            "data-status", "connected", timeout=60_000
+            "data-status", "connected", timeout=180_000
         )
         (cluster,) = json.loads(lab.get("taskcell/api/clusters")[1])["clusters"]
         assert cluster["sources"] == ["server"]

@@ -1,15 +1,15 @@
 """Every endpoint against what a careless or hostile browser sends: a 4xx with a JSON message
-naming the bad value, never a 5xx, and never a request that holds the server's event loop.
+naming the bad value, never a 5xx, and never a request that holds the server's event loop (the
+server answers the next request; a hang fails the suite's timeout).
 
 The concrete findings of issue 10 first, then property-based tests (hypothesis, derandomized)
-that drive ``POST /taskcell/api/planner`` and ``POST /taskcell/api/export`` with random and
-hostile bodies, timing every request from the test.
+that drive ``POST /taskcell/api/planner``, ``POST /taskcell/api/export`` and the cancel endpoint
+with random and hostile bodies; ``test_fuzz.py`` drives every endpoint. Nothing is timed.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import nbformat
@@ -22,14 +22,10 @@ from tornado.httpclient import HTTPResponse
 from taskcell.extension.clusters import cluster_id
 from taskcell.extension.handlers import MAX_BODY
 
-#: The longest a request may take, measured by the test around the whole round trip.
-SECOND = 1.0
 
-
-async def post(jp_fetch, endpoint: str, body: bytes | str) -> tuple[HTTPResponse, float]:
-    """POST ``body`` as is; the response, whatever its status, and the seconds it took."""
-    started = time.monotonic()
-    response = await jp_fetch(
+async def post(jp_fetch, endpoint: str, body: bytes | str) -> HTTPResponse:
+    """POST ``body`` as is; the response, whatever its status."""
+    return await jp_fetch(
         "taskcell",
         "api",
         endpoint,
@@ -38,7 +34,6 @@ async def post(jp_fetch, endpoint: str, body: bytes | str) -> tuple[HTTPResponse
         raise_error=False,
         allow_nonstandard_methods=True,
     )
-    return response, time.monotonic() - started
 
 
 def message(response: HTTPResponse) -> str:
@@ -87,15 +82,14 @@ def message(response: HTTPResponse) -> str:
         "long profile",
     ],
 )
-async def test_a_planner_size_out_of_bounds_is_a_quick_400_naming_it(jp_fetch, body, words):
-    response, seconds = await post(jp_fetch, "planner", body)
+async def test_a_planner_size_out_of_bounds_is_a_400_naming_it(jp_fetch, body, words):
+    response = await post(jp_fetch, "planner", body)
     assert response.code == 400, response.body
     assert words in message(response)
-    assert seconds < SECOND
 
 
 async def test_a_huge_planner_size_leaves_the_server_answering(jp_fetch, api):
-    response, _ = await post(jp_fetch, "planner", '{"size": "1e99999999"}')
+    response = await post(jp_fetch, "planner", '{"size": "1e99999999"}')
     assert response.code == 400
     assert (await api("planner", method="POST", body='{"size": "1 GiB"}'))["size"] == 2**30
 
@@ -113,10 +107,9 @@ async def test_a_huge_planner_size_leaves_the_server_answering(jp_fetch, api):
 async def test_a_body_no_browser_sends_is_refused_before_it_is_read(
     jp_fetch, endpoint, body, code, words
 ):
-    response, seconds = await post(jp_fetch, endpoint, body)
+    response = await post(jp_fetch, endpoint, body)
     assert response.code == code
     assert words in message(response)
-    assert seconds < SECOND
 
 
 class TestQuery:
@@ -224,20 +217,17 @@ PROPERTY = settings(
 )
 
 
-def test_the_planner_answers_any_body_with_a_quick_answer_or_a_4xx(
-    jp_fetch, jp_asyncio_loop, extension
-):
-    def send(body: bytes) -> tuple[HTTPResponse, float]:
+def test_the_planner_answers_any_body_with_an_answer_or_a_4xx(jp_fetch, jp_asyncio_loop, extension):
+    def send(body: bytes) -> HTTPResponse:
         return jp_asyncio_loop.run_until_complete(post(jp_fetch, "planner", body))
 
-    assert send(b'{"size": "1 GiB"}')[0].code == 200  # imports done before the clock runs
+    assert send(b'{"size": "1 GiB"}').code == 200
 
     @PROPERTY
     @given(body=PLANNER_BODIES)
     def check(body: bytes) -> None:
-        response, seconds = send(body)
+        response = send(body)
         assert response.code < 500, (body, response.code, response.body)
-        assert seconds < SECOND, (body, seconds)
         if response.code == 200:
             assert "preset" in json.loads(response.body)
         else:
@@ -279,7 +269,7 @@ def test_the_export_answers_any_body_without_a_5xx_or_a_lost_file(
     @given(body=bodies)
     def check(body: bytes) -> None:
         module.write_bytes(HAND_WRITTEN)
-        response, _ = jp_asyncio_loop.run_until_complete(post(jp_fetch, "export", body))
+        response = jp_asyncio_loop.run_until_complete(post(jp_fetch, "export", body))
         assert response.code < 500, (body, response.code, response.body)
         if response.code == 200:
             assert json.loads(body)["overwrite"] is True
@@ -298,13 +288,13 @@ class TestCancel:
     def taskcell_config(self) -> dict:
         return {"scheduler_addresses": ["tcp://127.0.0.1:9"]}  # nothing listens there
 
-    def test_any_body_is_a_quick_4xx(self, jp_fetch, jp_asyncio_loop, extension):
+    def test_any_body_is_a_4xx(self, jp_fetch, jp_asyncio_loop, extension):
         endpoint = f"clusters/{cluster_id('tcp://127.0.0.1:9')}/cancel"
 
-        def send(body: bytes) -> tuple[HTTPResponse, float]:
+        def send(body: bytes) -> HTTPResponse:
             return jp_asyncio_loop.run_until_complete(post(jp_fetch, endpoint, body))
 
-        assert send(b'{"key": "a"}')[0].code == 409  # the link is known down before the clock
+        assert send(b'{"key": "a"}').code == 409  # the link is known down before hypothesis
 
         bodies = st.one_of(
             st.fixed_dictionaries(
@@ -317,9 +307,8 @@ class TestCancel:
         @settings(PROPERTY, max_examples=60)
         @given(body=bodies)
         def check(body: bytes) -> None:
-            response, seconds = send(body)
+            response = send(body)
             assert response.code in (400, 409), (body, response.code, response.body)
-            assert seconds < SECOND, (body, seconds)
             message(response)
 
         check()
