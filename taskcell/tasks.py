@@ -28,6 +28,7 @@ from taskcell.spec import (
     ResourceTemplate,
     get_preset,
     latch_custom,
+    parse_retries,
 )
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class Task(Generic[P, R]):
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
-        self.retries = retries
+        self.retries = parse_retries(retries, f"task {self.name!r} retries=")
         self._signature = inspect.signature(fn)
         if isinstance(resources, ResourceTemplate):
             resources.check_params(list(self._signature.parameters), self.name, self._globals)
@@ -165,6 +166,8 @@ def custom_task(
     that names a parameter the task does not have is refused here, at definition.
     """
     template = latch_custom(cpu=cpu, memory=memory, storage_gib=storage_gib)
+    if "retries" in options:  # refused where it is written, not at the first call
+        options["retries"] = parse_retries(options["retries"], "custom_task() retries=")
     return lambda fn: Task(fn, template, **options)
 
 

@@ -210,8 +210,10 @@ class Execution:
 
 @pytest.fixture(scope="module")
 def kernel() -> Iterator[KernelSession]:
-    """A real kernel with taskcell loaded, shared by one test module."""
-    session = KernelSession()
+    """A real kernel with taskcell loaded, shared by one test module. Its tests choose their
+    cluster, so it starts no embedded one early (``tests/kernel_magics/test_early_start.py``
+    covers that)."""
+    session = KernelSession(env={"DASK_TASKCELL__EMBEDDED_CLUSTER__START_EARLY": "False"})
     try:
         out = session.run("%load_ext taskcell")
         assert out.status == "ok", out.error_text

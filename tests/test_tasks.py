@@ -112,3 +112,13 @@ def test_presets_frame_lists_the_latch_catalogue():
     frame = taskcell.presets()
     row = frame.set_index("preset").loc["g6e_24xlarge_task"]
     assert (row["cpu"], row["memory"], row["gpu"]) == ("96", "768Gi", "L40s:4")
+
+
+@pytest.mark.parametrize(
+    "retries", [-1, 10**9, "x", 1.5], ids=["negative", "huge", "text", "float"]
+)
+def test_bad_retries_are_refused_where_they_are_written(retries):
+    with pytest.raises(SpecError, match="retries="):
+        custom_task(cpu=1, memory=2, retries=retries)
+    with pytest.raises(SpecError, match="retries="):
+        taskcell.task(lambda x: x, retries=retries)

@@ -102,6 +102,12 @@ class Embedded:
             if self._closed:
                 self.close()
 
+    def started(self) -> Client | None:
+        """The client once the start has ended, waiting without a word under any cell; None
+        where it failed (the next cell says why)."""
+        self._done.wait()
+        return self._client
+
     def client(self) -> Client:
         """The client of the started cluster, waiting for the start; the start's error."""
         try:

@@ -82,9 +82,14 @@ class _EarlyStart:
     def start(self) -> None:
         # Any failure here is the first %%task's to report: it starts the cluster itself.
         with contextlib.suppress(Exception):
-            self._start()
+            embedded = self._start()
+            client = embedded.started() if embedded is not None else None
+            if client is not None:  # a cell process up on each worker before the first cell
+                from taskcell.runner.remote import prestart_cell_process
 
-    def _start(self) -> None:
+                client.run(prestart_cell_process)
+
+    def _start(self) -> Any:
         try:
             cluster = _prestarted()
             from taskcell import config
@@ -92,7 +97,8 @@ class _EarlyStart:
 
             connect.on_wait = _show
             early = config.get("embedded-cluster.start-early")
-            if early and connect.start_early(cluster):  # which closes a cluster it declines
+            embedded = connect.start_early(cluster) if early else None
+            if embedded is not None:  # start_early closes a cluster it declines
                 # What a %%task cell imports, while the cluster's process starts.
                 import distributed  # noqa: F401
 
@@ -100,5 +106,6 @@ class _EarlyStart:
                 import taskcell.runner.execution  # noqa: F401
             elif not early and cluster is not None:
                 cluster.close()
+            return embedded
         finally:
             self.imported.set()

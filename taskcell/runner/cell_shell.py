@@ -13,6 +13,7 @@ run through it exactly as in the notebook's kernel; what it displays, ``display(
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -60,17 +61,24 @@ def _publisher_class() -> type:
 
 
 _shell: Any = None
+_making = threading.Lock()
+
+
+def warm_shell() -> None:
+    """Make the shell now, before a cell needs it (a process's start calls it in a thread)."""
+    _the_shell()
 
 
 def _the_shell() -> Any:
     global _shell
-    if _shell is None:
-        from IPython.core.interactiveshell import InteractiveShell
-        from traitlets.config import Config
+    with _making:
+        if _shell is None:
+            from IPython.core.interactiveshell import InteractiveShell
+            from traitlets.config import Config
 
-        config = Config()
-        config.HistoryManager.enabled = False
-        _shell = InteractiveShell.instance(config=config)
+            config = Config()
+            config.HistoryManager.enabled = False
+            _shell = InteractiveShell.instance(config=config)
     return _shell
 
 

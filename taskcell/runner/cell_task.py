@@ -24,7 +24,7 @@ import cloudpickle
 from dask.sizeof import sizeof
 
 from taskcell import config
-from taskcell.cluster.connect import live_workers, silence
+from taskcell.cluster.connect import live_workers, not_answering, silence
 from taskcell.cluster.provision import claim, waiting_status
 from taskcell.cluster.submit import plan, unique_key
 from taskcell.errors import (
@@ -322,12 +322,6 @@ def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
     return _result(client, sub, out)
 
 
-def _seconds(value: str | float) -> float:
-    from dask.utils import parse_timedelta
-
-    return float(parse_timedelta(value, default="s"))
-
-
 def _follow(client: Client, sub: Submission, out: Display) -> None:
     waiting_since = time.monotonic()
     last_status = 0.0
@@ -384,14 +378,12 @@ def _status(client: Client, sub: Submission, waited: float) -> str:
 
 def _silent_scheduler(client: Client) -> str:
     """The status while the scheduler does not answer; past the timeout, the cell's end."""
-    quiet, limit = silence(client), _seconds(config.get("scheduler-timeout"))
-    address = client.scheduler.address
-    if quiet > limit:
-        raise ClusterError(
-            f"the scheduler at {address} has not answered for {quiet:.0f} s "
-            f"(taskcell.scheduler-timeout is {limit:g} s); nothing was written back"
-        )
-    return f"the scheduler at {address} has not answered for {quiet:.0f} s"
+    error = not_answering(client, "nothing was written back")
+    if error is not None:
+        raise error
+    return (
+        f"the scheduler at {client.scheduler.address} has not answered for {silence(client):.0f} s"
+    )
 
 
 def _waiting_reason(sub: Submission, waited: float) -> str:

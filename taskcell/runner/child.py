@@ -25,6 +25,7 @@ import io
 import linecache
 import os
 import pickle
+import select
 import signal
 import socket
 import sys
@@ -37,7 +38,7 @@ from typing import Any
 import cloudpickle
 
 from taskcell.runner import cell_dask, process_state
-from taskcell.runner.cell_shell import cell_shell
+from taskcell.runner.cell_shell import cell_shell, warm_shell
 from taskcell.runner.changes import InputSnapshot, Written
 from taskcell.runner.closure import adopt
 from taskcell.runner.gpu_usage import gpu_peak
@@ -329,11 +330,16 @@ def _user_traceback(error: BaseException, filename: str) -> str:
     return "".join(traceback.format_exception(type(error), error, tb))
 
 
-def serve(channel: Channel) -> None:
-    """Run jobs until the worker closes the socket."""
+def serve(channel: Channel, warming: threading.Thread | None = None) -> None:
+    """Run jobs until the worker closes the socket; the first once ``warming`` is done (two
+    threads importing at once can deadlock on a package's circular imports)."""
     outbox = _Outbox(channel)
     while True:
         try:
+            if warming is not None:
+                select.select([channel.sock], [], [])
+                warming.join()
+                warming = None
             job = channel.receive()
         except EOFError:
             return
@@ -388,7 +394,10 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sock = socket.socket(fileno=int(sys.argv[1]))
     sock.setblocking(True)
-    serve(Channel(sock))
+    # IPython, which every cell runs with, imported while the first cell is still on its way.
+    warming = threading.Thread(target=warm_shell, name="taskcell-warm", daemon=True)
+    warming.start()
+    serve(Channel(sock), warming)
 
 
 if __name__ == "__main__":

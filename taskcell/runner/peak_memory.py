@@ -6,8 +6,8 @@ heap and the libraries they imported, and it maps values shared with its worker
 would need in a process of its own:
 
 - at the start, the last cell's garbage is collected and free heap handed back to the system
-  (``malloc_trim``), so the cell cannot reuse it unseen; then the high-water mark (``VmHWM``)
-  is reset through ``/proc/self/clear_refs``;
+  (``malloc_trim``, and pyarrow's pool where pyarrow is loaded), so the cell cannot reuse it
+  unseen; then the high-water mark (``VmHWM``) is reset through ``/proc/self/clear_refs``;
 - the peak counts what the process gained over what it held at the start, plus the process's
   own floor (an interpreter with taskcell's cell loop, measured when the process started), plus
   the libraries the cell uses that an earlier cell imported: each top-level package's memory is
@@ -184,6 +184,10 @@ def release() -> None:
     gc.collect()  # a cell's functions and its namespace hold each other: a cycle
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
+    arrow = sys.modules.get("pyarrow")  # its own allocator keeps freed memory for reuse
+    if arrow is not None:
+        with contextlib.suppress(Exception):
+            arrow.default_memory_pool().release_unused()
     _released = True
 
 

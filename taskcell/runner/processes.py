@@ -79,6 +79,19 @@ class CellProcesses:
         self._forced: dict[str, str] = {}  # key -> how a cell that ignored SIGINT was ended
         self.running: dict[str, CellProcess | None] = {}
 
+    def prestart(self) -> None:
+        """Start an idle process for a cell without GPUs, if none is idle: the first cell
+        then finds one up."""
+        with self._lock:
+            if self._idle:
+                return
+        process = CellProcess("", self._environ)
+        with self._lock:
+            if len(self._idle) < self._max_idle:
+                self._idle.append(process)
+                return
+        process.close()
+
     @contextmanager
     def checkout(self, key: str, gpus: int | None) -> Iterator[CellProcess]:
         """A process for the cell ``key`` that sees exactly ``gpus`` of the worker's GPUs

@@ -26,12 +26,16 @@ _processes: CellProcesses | None = None
 _lock = threading.Lock()
 
 
-def _pool() -> CellProcesses:
+def _pool(worker: Any = None) -> CellProcesses:
     global _processes
     with _lock:
         if _processes is None:
-            worker = get_worker()
-            gpus = sum(v for k, v in worker.state.total_resources.items() if k.casefold() == "gpu")
+            worker = worker or get_worker()
+            # max: a worker may advertise both spellings of one GPU (cluster.spellings)
+            gpus = max(
+                (v for k, v in worker.state.total_resources.items() if k.casefold() == "gpu"),
+                default=0,
+            )
             _processes = CellProcesses(
                 worker_devices(gpus), _worker_environ(worker), max_idle=worker.state.nthreads
             )
@@ -71,8 +75,10 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
             ) from None
     if reply[0] != "done":
         failure = _failure(reply)
-        line = failure.summary if isinstance(failure, CellError) else str(failure)
-        report(kind="failed", error=line)
+        if isinstance(failure, CellError):  # the sidebar shows a task's own traceback
+            report(kind="failed", error=failure.summary, traceback=failure.traceback_text)
+        else:
+            report(kind="failed", error=str(failure))
         raise failure
     result: CellResult = reply[1]
     report(
@@ -130,6 +136,12 @@ def _forward_until_reply(process: CellProcess, report: Callable[..., None]) -> t
                 seceded = True
         else:
             return message
+
+
+def prestart_cell_process(dask_worker: Any) -> None:
+    """Start a cell process on this worker ahead of its first cell, whose imports would
+    otherwise be that cell's wait (called through ``client.run``)."""
+    _pool(dask_worker).prestart()
 
 
 def interrupt_cell(key: str, grace: float) -> bool:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from dask.utils import parse_timedelta
-
 from taskcell import config
 from taskcell.runner.remote import interrupt_cell
 
@@ -27,7 +25,7 @@ _stopping: set[Future] = set()
 
 def interrupt_grace() -> float:
     """Seconds between SIGINT, SIGTERM and SIGKILL (``taskcell.interrupt-grace``)."""
-    return float(parse_timedelta(config.get("interrupt-grace"), default="s"))
+    return config.seconds("interrupt-grace")
 
 
 def stop_cell(client: Client, key: str, future: Future) -> bool:
@@ -36,7 +34,10 @@ def stop_cell(client: Client, key: str, future: Future) -> bool:
     grace = interrupt_grace()
 
     def stop() -> None:
-        running = client.run(interrupt_cell, key, grace, on_error="ignore")
+        try:
+            running = client.run(interrupt_cell, key, grace, on_error="ignore")
+        except (OSError, TimeoutError):  # unreachable: the cancel waits, behind the submission
+            running = {}
         if any(running.values()):
             _stopping.add(future)
             future.add_done_callback(_stopping.discard)
