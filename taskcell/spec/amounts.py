@@ -4,9 +4,9 @@ Bytes (``MEMORY``, ``DISK``, ``SHM`` in any case, and a worker's ``memory limit`
 binary units, with three significant digits below 100 of a unit (``"1.5 GiB"``, ``"12 GiB"``)
 and whole units above (``"200 GiB"``); every other amount with up to six significant digits
 (``"0.3"``, ``"2"``, ``"1234570"``). Rounding is half up on the exact value and no exponent is
-written (amounts from 1e-6 up to 1e21), which is what JavaScript's ``toPrecision`` does: the
-sidebar's ``view.ts`` writes the very same text (``tests/planner/test_view_agreement.py`` holds
-both to it). :func:`shortfall` says what a worker lacks in the same words everywhere.
+written (amounts from 1e-6 up to 1e21). The sidebar shows the text the server computes here,
+so the notebook panel and the sidebar read alike. :func:`shortfall` says what a worker lacks in
+the same words everywhere.
 
 A request is *spelled* by :func:`~taskcell.spec.quantity.format_quantity` (``"32Gi"``, read back
 exactly); an amount is *shown* here (``"32 GiB"``). The scheduler plugin is pickled by value
