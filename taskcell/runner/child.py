@@ -37,6 +37,7 @@ from typing import Any
 
 import cloudpickle
 
+from taskcell.errors import InputError
 from taskcell.runner import cell_dask, process_state
 from taskcell.runner.cell_shell import cell_shell, warm_shell
 from taskcell.runner.changes import InputSnapshot, Written
@@ -175,10 +176,6 @@ def _evaluated(code: Any, namespace: dict[str, Any]) -> Any:
     if code.co_flags & inspect.CO_COROUTINE:
         value = asyncio.run(value)
     return value
-
-
-class InputError(Exception):
-    """An input that the kernel pickled cannot be rebuilt here."""
 
 
 def _rebuilt(pickled: PickledInputs) -> dict[str, Any]:
