@@ -88,6 +88,7 @@ HOLDINGS: dict[Holding, Model] = {
     "words": Model(2.7, 1.0, 10.5),
     "lines": Model(0.0, 1.0, 2.5),
     "csv-rows": Model(0.0, 1.1, 8.0),
+    "csv-dicts": Model(0.0, 1.1, 12.0),
     "text": Model(2.0, 0.0, 1.0),
     "bytes": Model(1.0, 0.0, 1.0),
     "array": Model(1.0, 0.0, 1.0, "numpy"),
@@ -103,7 +104,8 @@ class Input:
 
     ``size`` is the value's bytes in memory or the file's decompressed size; ``loaded`` what
     the cell holds of it once read (the DataFrame, the objects, the array), which operations
-    copy; ``memory`` the most reading it holds at once.
+    copy; ``memory`` the most reading it holds at once; ``widen`` how much larger a copy is
+    (an array of small integers becomes float64 in arithmetic, a complex128 spectrum).
     """
 
     what: str
@@ -111,6 +113,7 @@ class Input:
     size: int
     loaded: int
     memory: int
+    widen: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ _HOW: dict[str, str] = {
     "words": "split into words",
     "lines": "kept as lines",
     "csv-rows": "kept as rows",
+    "csv-dicts": "kept as rows",
     "text": "read whole",
     "bytes": "read whole",
     "array": "loaded as an array",
@@ -191,19 +195,18 @@ def cell_input(
     """
     analysis = analyze_cell(source, transform)
     path_names = {r.name for r in analysis.files if r.name}
-    values = {
-        n: namespace[n]
-        for n in analysis.inputs
-        if n in namespace and n not in path_names and not _is_code(namespace[n])
-    }
+    used = {n: namespace[n] for n in analysis.inputs if n in namespace and n not in path_names}
+    values = {n: v for n, v in used.items() if not _is_code(v)}
     arrays = [n for n, v in values.items() if hasattr(v, "nbytes") or hasattr(v, "dtypes")]
     work = recognize(source, arrays)
     libraries = {m for m in analysis.imports if _third_party(m)}
+    libraries |= {_package(v) for v in used.values() if _is_code(v)}
     inputs = []
     for name, value in values.items():
         nbytes = _value_size(value)
         libraries.add(type(value).__module__.partition(".")[0])
-        inputs.append(Input(name, None, nbytes, nbytes, nbytes))
+        widen = _widening(getattr(value, "dtype", None))
+        inputs.append(Input(name, None, nbytes, nbytes, nbytes, widen))
     for read in analysis.files:
         for path in _paths(read, namespace):
             found = _file_input(path, read.function, work.holding(read.function))
@@ -217,7 +220,7 @@ def estimate_memory(read: CellInput) -> Estimate:
     base = FLOOR + library_memory(read.libraries)
     held = sum(i.memory for i in read.inputs if i.holding != "stream")
     streams = STREAM if any(i.holding == "stream" for i in read.inputs) else 0
-    copies = math.ceil(read.work.extra * sum(i.loaded for i in read.inputs))
+    copies = math.ceil(read.work.extra * sum(i.loaded * i.widen for i in read.inputs))
     return Estimate(base + streams + held + copies, base + streams, read)
 
 
@@ -238,7 +241,16 @@ def _third_party(module: str) -> bool:
 
 
 def _is_code(value: Any) -> bool:
-    return isinstance(value, types.ModuleType | types.FunctionType | type | types.MethodType)
+    return isinstance(
+        value,
+        types.ModuleType | types.FunctionType | types.BuiltinFunctionType | type | types.MethodType,
+    )
+
+
+def _package(code: Any) -> str:
+    """The top-level package a module, class or function comes from."""
+    name = code.__name__ if isinstance(code, types.ModuleType) else code.__module__ or ""
+    return str(name).partition(".")[0]
 
 
 def _value_size(value: Any) -> int:
@@ -287,7 +299,32 @@ def _file_input(path: str, function: str, holding: Holding) -> tuple[Input, set[
     text = 0.0 if compression(path) else model.text
     memory = 0 if holding == "stream" else math.ceil(text * size + model.parsed * loaded)
     memory = max(memory, loaded)
-    return Input(path, holding, size, 0 if holding == "stream" else loaded, memory), libraries
+    widen = _widening(_npy_dtype(path)) if holding == "array" else 1.0
+    held = 0 if holding == "stream" else loaded
+    return Input(path, holding, size, held, memory, widen), libraries
+
+
+def _npy_dtype(path: str) -> Any:
+    """The dtype a ``.npy`` file's header records; None for any other file."""
+    try:
+        import numpy as np
+
+        fmt = np.lib.format
+        with open(path, "rb") as f:
+            major, _ = fmt.read_magic(f)
+            read = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
+            return read(f)[2]
+    except Exception:  # not a .npy file (np.fromfile's raw bytes), or no numpy here
+        return None
+
+
+def _widening(dtype: Any) -> float:
+    """How much larger than an element of ``dtype`` its copies in arithmetic are: numpy
+    computes integers, booleans and half floats in 8 bytes; float32, float64 and complex stay."""
+    kind, itemsize = getattr(dtype, "kind", None), getattr(dtype, "itemsize", 0)
+    if kind is None or not itemsize or (kind in "fc" and itemsize >= 4):
+        return 1.0
+    return 8 / itemsize
 
 
 def _pickled_libraries(path: str) -> set[str]:

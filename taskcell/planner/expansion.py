@@ -107,6 +107,9 @@ def _parsers(function: str) -> dict[str, Callable[[bytes], int]]:
         "csv-rows": lambda b: python_bytes(
             lambda: list(csv.reader(io.StringIO(b.decode(), newline="")))
         ),
+        "csv-dicts": lambda b: python_bytes(
+            lambda: list(csv.DictReader(io.StringIO(b.decode(), newline="")))
+        ),
         "text-array": lambda b: _loadtxt_bytes(b),
     }
 

@@ -28,7 +28,8 @@ from taskcell.runner.analysis import _dotted, _file_read
 #: DataFrame from another pandas reader (Excel, HDF, ...); ``pickle``: unpickled objects;
 #: ``json``: Python objects of a whole JSON document; ``json-lines``: a list of objects, one per
 #: line; ``words``: the text and a list of its words (``.split()``, ``re.findall``); ``lines``:
-#: a list of its lines; ``csv-rows``: a list of rows (``list(csv.reader(f))``); ``text`` /
+#: a list of its lines; ``csv-rows``: a list of rows (``list(csv.reader(f))``); ``csv-dicts``:
+#: a list of dicts (``list(csv.DictReader(f))``); ``text`` /
 #: ``bytes``: the whole file as one string or bytes object; ``array``: a numpy array
 #: (``np.load``, ``np.fromfile``); ``text-array``: an array parsed from text (``np.loadtxt``);
 #: ``stream``: piece by piece; ``unknown``: none of these.
@@ -44,6 +45,7 @@ Holding = Literal[
     "words",
     "lines",
     "csv-rows",
+    "csv-dicts",
     "text",
     "bytes",
     "array",
@@ -64,6 +66,7 @@ EXTRA_COPIES: dict[str, float] = {
     **dict.fromkeys(("dropna", "fillna", "drop_duplicates", "reset_index", "query"), 1.0),
     **dict.fromkeys(("apply", "transform", "rank", "diff", "cumsum", "shift", "where"), 1.0),
     **dict.fromkeys(("dot", "matmul", "einsum", "unique", "value_counts"), 1.0),
+    **dict.fromkeys(("json_normalize", "DataFrame", "from_records", "from_dict"), 1.0),
     **dict.fromkeys(("groupby", "Counter", "resample", "rolling"), 0.25),
 }
 #: Arithmetic on a whole array or frame (``(a - a.mean()) / a.std()``) holds temporaries.
@@ -199,7 +202,7 @@ class _Walker:
         if isinstance(node, ast.UnaryOp):
             return self.is_loaded(node.operand)
         if isinstance(node, ast.BinOp) and isinstance(
-            node.op, ast.Add | ast.Sub | ast.Mult | ast.Div | ast.Pow
+            node.op, ast.Add | ast.Sub | ast.Mult | ast.Div | ast.Pow | ast.MatMult
         ):
             return self.is_loaded(node.left) or self.is_loaded(node.right)
         return False
@@ -309,7 +312,7 @@ class _Walker:
         """The file object passed to ``call``: ``json.load(f)``, ``csv.reader(f)``, ..."""
         name, module = _last(call.func), _module(call.func)
         if name in ("reader", "DictReader"):
-            return self._rows(call)
+            return self._rows(call, "csv-dicts" if name == "DictReader" else "csv-rows")
         if name in _MATERIALIZE:
             return "lines"
         if name.startswith("read_") or name in ("load", "loadtxt", "genfromtxt", "fromfile"):
@@ -318,17 +321,13 @@ class _Walker:
             return "json"
         return "unknown"
 
-    def _rows(self, reader: ast.Call) -> Holding:
+    def _rows(self, reader: ast.Call, kept: Holding) -> Holding:
         parent = self.parents.get(reader)
-        if isinstance(parent, ast.Call) and _last(parent.func) in _MATERIALIZE:
-            return "csv-rows"
         if isinstance(parent, ast.comprehension) and parent.iter is reader:
-            return (
-                "stream" if isinstance(self.parents.get(parent), ast.GeneratorExp) else "csv-rows"
-            )
+            return "stream" if isinstance(self.parents.get(parent), ast.GeneratorExp) else kept
         if isinstance(parent, ast.For) and parent.iter is reader:
-            return self._loop(parent, "csv-rows")
-        return "csv-rows"
+            return self._loop(parent, kept)
+        return kept
 
     def _iterated(self, comprehension: ast.comprehension) -> Holding:
         """``[... for line in f]`` keeps every element; ``sum(... for line in f)`` one."""

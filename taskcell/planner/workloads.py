@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskcell.errors import SpecError
-from taskcell.spec import GPU, parse_gpu, parse_quantity
+from taskcell.spec import GPU, parse_cpu, parse_gpu, parse_quantity
 from taskcell.spec.amounts import show_bytes
 
 
@@ -84,20 +84,20 @@ class Profile:
                     f"profile {self.name!r}: {field.replace('_', '-')} must be a number of "
                     f'bytes (or a quantity such as "2Gi"), got {value!r}'
                 )
-        if self.gpu is not None:
-            accelerator = parse_gpu(self.gpu)
-            if not isinstance(accelerator, GPU) and accelerator is not None:
-                raise SpecError(
-                    f"profile {self.name!r}: gpu must be a GPU count or type such as 1 or "
-                    f'"A100:1", got {self.gpu!r}'
-                )
-        if self.cpu is not None and (
-            isinstance(self.cpu, bool)
-            or not isinstance(self.cpu, int | float)
-            or not 0 < self.cpu < math.inf
-        ):
+        try:
+            accelerator = parse_gpu(self.gpu) if self.gpu is not None else None
+            if self.cpu is not None:
+                parse_cpu(self.cpu, "cpu")
+        except SpecError as e:
+            raise SpecError(f"profile {self.name!r}: {e}") from None
+        if self.gpu is not None and not isinstance(accelerator, GPU):
             raise SpecError(
-                f"profile {self.name!r}: cpu must be a positive number, got {self.cpu!r}"
+                f"profile {self.name!r}: gpu must be a GPU count or type such as 1 or "
+                f'"A100:1", got {self.gpu!r}'
+            )
+        if isinstance(self.cpu, bool) or not isinstance(self.cpu, int | float | None):
+            raise SpecError(
+                f"profile {self.name!r}: cpu must be a number of cores, got {self.cpu!r}"
             )
 
     @property

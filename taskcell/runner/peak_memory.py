@@ -168,10 +168,17 @@ _released = False
 
 def watch_imports() -> None:
     """Measure what each package costs this process from now on; what it holds now is its
-    floor. The cell process calls it once, before its first cell."""
+    floor. Done once, when the cell process imports this module (before its first cell's
+    state and inputs import the libraries they need); :meth:`PeakMemory.start` does it in a
+    process that did not."""
     global _imports
     if _imports is None:
         _imports = _Imports()
+
+
+def _in_cell_process() -> bool:
+    main = sys.modules.get("__main__")
+    return getattr(getattr(main, "__spec__", None), "name", None) == "taskcell.runner.child"
 
 
 def release() -> None:
@@ -371,3 +378,7 @@ def _lifetime_peak() -> int:
         return status["VmHWM"]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # bytes there, KiB elsewhere
+
+
+if _in_cell_process():  # ``python -m taskcell.runner.child`` imports this module first thing
+    watch_imports()

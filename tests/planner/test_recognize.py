@@ -39,6 +39,7 @@ def holdings(code: str) -> dict[str, str]:
         ("with open(p) as f:\n    rows = json.load(f)", {"open": "json"}),
         ("with open(p, 'rb') as f:\n    obj = pickle.load(f)", {"open": "pickle"}),
         ("with open(p) as f:\n    rows = list(csv.reader(f))", {"open": "csv-rows"}),
+        ("with open(p) as f:\n    rows = list(csv.DictReader(f))", {"open": "csv-dicts"}),
         ("with open(p) as f:\n    lines = f.readlines()", {"open": "lines"}),
         ("with open(p) as f:\n    rows = [json.loads(x) for x in f]", {"open": "json-lines"}),
         ("with open(p) as f:\n    rows = [x.split(',') for x in f]", {"open": "words"}),
@@ -93,8 +94,9 @@ def test_a_loop_that_keeps_what_it_reads_is_not_a_stream():
          ("pivot_table", "merge")),
         ("a = np.load(p)\nz = (a - a.mean()) / a.std()", 2.0, ("arithmetic",)),
         ("a = np.load(p)\nn = len(a) + 1", 0.0, ()),
+        ("m = np.load(p)\nproduct = m @ m.T", 2.0, ("arithmetic",)),
     ],
-    ids=["plain", "sort", "fft", "heaviest-wins", "array-arithmetic", "scalar-arithmetic"],
+    ids=["plain", "sort", "fft", "heaviest", "array-arithmetic", "scalar-arithmetic", "matmul"],
 )  # fmt: skip
 def test_operations_that_copy_the_data(code, extra, operations):
     work = recognize(code)
