@@ -185,13 +185,17 @@ def cell_input(
     source: str,
     namespace: Mapping[str, Any],
     transform: Callable[[str], str] | None = None,
+    *,
+    sample: bool = True,
 ) -> CellInput:
     """What a cell reads: the notebook values it uses and the files it opens by path.
 
     ``source`` is the cell as it runs (IPython's transforms applied); ``transform`` transforms
     the bodies of cell magics inside it, as for :func:`~taskcell.runner.analysis.analyze_cell`.
     A notebook name that holds the path of a file the cell opens counts as that file; a file
-    that does not exist (yet) counts nothing.
+    that does not exist (yet) counts nothing. With ``sample=False`` no file is parsed: sizes
+    are exact, what the cell holds of each file is the profile's guess (for a cell's size
+    alone, :func:`~taskcell.planner.auto.note_input`).
     """
     analysis = analyze_cell(source, transform)
     path_names = {r.name for r in analysis.files if r.name}
@@ -209,7 +213,7 @@ def cell_input(
         inputs.append(Input(name, None, nbytes, nbytes, nbytes, widen))
     for read in analysis.files:
         for path in _paths(read, namespace):
-            found = _file_input(path, read.function, work.holding(read.function))
+            found = _file_input(path, read.function, work.holding(read.function), sample)
             inputs.append(found[0])
             libraries |= found[1]
     return CellInput(tuple(inputs), work, frozenset(m for m in libraries if _third_party(m)))
@@ -277,7 +281,7 @@ def _paths(read: FileRead, namespace: Mapping[str, Any]) -> list[str]:
         return []
 
 
-def _file_input(path: str, function: str, holding: Holding) -> tuple[Input, set[str]]:
+def _file_input(path: str, function: str, holding: Holding, sample: bool) -> tuple[Input, set[str]]:
     """What the cell holds of one file, and the libraries reading it needs."""
     model = HOLDINGS[holding]
     libraries = {model.library} if model.library else set()
@@ -286,7 +290,7 @@ def _file_input(path: str, function: str, holding: Holding) -> tuple[Input, set[
         on_disk = os.path.getsize(path)
     except OSError:
         return Input(path, holding, 0, 0, 0), libraries
-    sampled = expansion(path, holding, function) if model.parsed else None
+    sampled = expansion(path, holding, function) if model.parsed and sample else None
     per_byte = sampled if sampled is not None else model.expansion
     if holding == "columnar":  # sampled per byte on disk: the file is compressed in columns
         loaded = math.ceil(per_byte * on_disk)

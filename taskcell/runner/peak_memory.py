@@ -5,9 +5,10 @@ heap and the libraries they imported, and it maps values shared with its worker
 (:mod:`taskcell.runner.wire`) that earlier cells touched. A cell's peak is what the same code
 would need in a process of its own:
 
-- at the start, the last cell's garbage is collected and free heap handed back to the system
-  (``malloc_trim``, and pyarrow's pool where pyarrow is loaded), so the cell cannot reuse it
-  unseen; then the high-water mark (``VmHWM``) is reset through ``/proc/self/clear_refs``;
+- at the start, the last cell's garbage is collected (when it left memory behind) and free
+  heap handed back to the system (``malloc_trim``, and pyarrow's pool where pyarrow is loaded),
+  so the cell cannot reuse it unseen; then the high-water mark (``VmHWM``) is reset through
+  ``/proc/self/clear_refs``;
 - the peak counts what the process gained over what it held at the start, plus the process's
   own floor (an interpreter with taskcell's cell loop, measured when the process started), plus
   the libraries the cell uses that an earlier cell imported: each top-level package's memory is
@@ -45,6 +46,8 @@ from typing import Any
 
 #: Seconds between two samples of the cell's child processes.
 INTERVAL = 0.02
+#: Seconds between two searches for new ones, at most (a search reads every process's state).
+SEARCH_INTERVAL = 0.2
 #: Seconds between two reads of a forked child's shared pages (``smaps_rollup`` walks them all).
 SHARED_INTERVAL = 0.1
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -164,6 +167,10 @@ def _package_of(value: Any) -> str:
 
 _imports: _Imports | None = None
 _released = False
+#: Resident memory after the last collection; a cell that left less than :data:`LEFT_OVER` more
+#: behind is not worth a full collection (tens of milliseconds with a library loaded).
+_after_release = 0
+LEFT_OVER = 16 << 20
 
 
 def watch_imports() -> None:
@@ -185,17 +192,22 @@ def release() -> None:
     """Collect the last cell's garbage and hand free heap back to the system.
 
     The cell process calls it while it waits for its next cell, so that cell need not pay for
-    it; :meth:`PeakMemory.start` does it otherwise.
+    it; :meth:`PeakMemory.start` does it otherwise, when the last cell left memory behind.
     """
-    global _released
+    global _released, _after_release
     gc.collect()  # a cell's functions and its namespace hold each other: a cycle
+    _trim()
+    _released, _after_release = True, _resident()
+
+
+def _trim() -> None:
+    """Hand the heap's free pages back: glibc's, and pyarrow's pool where pyarrow is loaded."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
     arrow = sys.modules.get("pyarrow")  # its own allocator keeps freed memory for reuse
     if arrow is not None:
         with contextlib.suppress(Exception):
             arrow.default_memory_pool().release_unused()
-    _released = True
 
 
 def _untouched_shared() -> int:
@@ -244,8 +256,18 @@ def _shared_pages(pid: int) -> int:
     return shared
 
 
-def _processes() -> dict[int, tuple[int, bytes]]:
-    """pid -> (parent pid, command line) of every process this one can see."""
+def _last_pid() -> bytes:
+    """The latest process id the system handed out: when it has not changed, no process (nor
+    thread) was started, and the cell's children need no new search."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return f.read().split()[-1]
+    except (OSError, IndexError):
+        return b""
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process this one can see."""
     found = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -253,14 +275,19 @@ def _processes() -> dict[int, tuple[int, bytes]]:
         try:
             with open(f"/proc/{entry.name}/stat", "rb") as f:
                 stat = f.read()
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                cmdline = f.read()
         except OSError:
             continue
         # The command name, in parentheses, may hold spaces: count fields from its end.
-        parent = int(stat[stat.rindex(b")") + 2 :].split()[1])
-        found[int(entry.name)] = (parent, cmdline)
+        found[int(entry.name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
     return found
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 class _Sampler(threading.Thread):
@@ -272,29 +299,35 @@ class _Sampler(threading.Thread):
         self._done = threading.Event()
         self._children: dict[int, _Child] = {}
         self._last_pid = b""
-        self._scanned = -INTERVAL
+        self._searched = -SEARCH_INTERVAL
         self.peak = 0
         #: The largest high-water mark of a child seen, shared pages and all.
         self.largest_seen = 0
 
+    def start(self) -> None:
+        super().start()
+        self._last_pid = _last_pid()  # this thread's own id, and processes made before the cell
+
     def run(self) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # interrupts are the cell's
         while not self._done.wait(INTERVAL):
-            self.sample()
+            self.sample(search=True)
 
     def finish(self) -> None:
+        """Stop sampling; sample the children seen once more (one that ended since then
+        counts through ``RUSAGE_CHILDREN``)."""
         self._done.set()
         self.join()
-        self.sample()
+        self.sample(search=False)
 
-    def sample(self) -> None:
+    def sample(self, search: bool) -> None:
         now = time.monotonic()
-        with contextlib.suppress(OSError):
-            with open("/proc/loadavg", "rb") as f:
-                last_pid = f.read().split()[-1]  # the latest process id handed out
-            if last_pid != self._last_pid and now - self._scanned >= INTERVAL:
-                self._last_pid, self._scanned = last_pid, now
-                self._rescan()
+        if search and now - self._searched >= SEARCH_INTERVAL:
+            last_pid = _last_pid()
+            if last_pid and last_pid != self._last_pid:
+                self._last_pid, self._searched = last_pid, now
+                with contextlib.suppress(OSError):
+                    self._search()
         if not self._children:
             return
         live = [c for c in self._children.values() if c.sample(now)]
@@ -303,18 +336,21 @@ class _Sampler(threading.Thread):
             self.largest_seen = max(self.largest_seen, child.peak + child.shared)
         self.peak = max(self.peak, _resident() + sum(c.peak for c in live))
 
-    def _rescan(self) -> None:
-        processes = _processes()
+    def _search(self) -> None:
+        """Find the cell's children and theirs: a new one is a copy of its parent (forked)
+        when its command line is its parent's."""
         kids: dict[int, list[int]] = {}
-        for pid, (parent, _) in processes.items():
+        for pid, parent in _parents().items():
             kids.setdefault(parent, []).append(pid)
         found: dict[int, _Child] = {}
         todo = [os.getpid()]
         while todo:
             parent = todo.pop()
             for pid in kids.get(parent, ()):
-                forked = processes[pid][1] == processes.get(parent, (0, b""))[1]
-                found[pid] = self._children.get(pid) or _Child(pid, forked)
+                child = self._children.get(pid)
+                if child is None:
+                    child = _Child(pid, _command_line(pid) == _command_line(parent))
+                found[pid] = child
                 todo.append(pid)
         self._children = found
 
@@ -339,7 +375,10 @@ class PeakMemory:
         global _released
         watch_imports()
         if not _released:
-            release()
+            if _resident() > _after_release + LEFT_OVER:
+                release()
+            else:
+                _trim()
         _released = False
         self._shared = _status().get("RssShmem", 0)
         if self._shared:
