@@ -10,6 +10,11 @@ The embedded cluster is started, and connected to, in a thread of its own (:clas
 An interrupt ends that wait in one line and leaves the start going on, so the next cell finds
 the same one cluster. A cluster started early that no cell used is stopped as soon as the
 user picks another one.
+
+The cluster in use is recorded for the Jupyter server (:mod:`taskcell.cluster.registry`) at the
+moment it is chosen, under this module's lock, so the user's choice always wins over an
+embedded start still under way. Modules above this one learn of each scheduler connected to
+through :func:`on_connected` (the provisioner publishes the configured pools there).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import TYPE_CHECKING
 import dask.config
 
 from taskcell import config
-from taskcell.cluster import provision, registry
+from taskcell.cluster import registry
 from taskcell.cluster.embedded import EmbeddedCluster, worker_specs
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.errors import ClusterError, Interrupted
@@ -49,7 +54,9 @@ _workers: dict[str, tuple[float, list[WorkerCapacity]]] = {}
 _answered: dict[str, float] = {}  # client id -> when its scheduler last answered
 #: (client id, worker address) -> (the scheduler's last_seen of the worker, when it changed)
 _heard: dict[tuple[str, str], tuple[object, float]] = {}
-_registered: set[str] = set()
+_recorded_address: str | None = None  # the address last recorded in the registry
+_announced: dict[str, Client] = {}  # scheduler address -> the client hooks were called with
+_hooks: list[Callable[[Client], None]] = []
 
 #: Told, in a sentence, when a cell has to wait for the embedded cluster to start (the
 #: extension shows it under the cell).
@@ -91,7 +98,14 @@ class Embedded:
                     f"{WORKERS_START_TIMEOUT:g} s"
                 ) from None
             with _lock:
-                self._client = client
+                current = _embedded is self and not self._closed
+                if current:  # else the user chose another cluster meanwhile: theirs stays
+                    self._client = client
+                    _record(address)
+            if current:
+                _announce(client)
+            else:
+                client.close()
         except Exception as e:
             self._error = e
             for resource in (client, self.cluster):
@@ -214,7 +228,10 @@ def current_client() -> Client:
         user = _user_client()
         if user is not None:
             drop_unused()
-            return _recorded(user)
+            with _lock:
+                _record(user.scheduler.address)
+            _announce(user)
+            return user
     address = _chosen or _configured_address()
     if not address:
         with _lock:
@@ -233,6 +250,8 @@ def current_client() -> Client:
     client = _connect(address)
     with _lock:
         _client, _client_for = client, address
+        _record(address)
+    _announce(client)
     return client
 
 
@@ -258,18 +277,41 @@ def _embedded_start() -> Embedded:
     return _embedded
 
 
-def _recorded(client: Client) -> Client:
-    """Note the client's scheduler in the registry the Jupyter server reads, and publish the
-    configured pools there (once)."""
+def _record(address: str) -> None:
+    """Note ``address`` in the registry the Jupyter server reads, as the cluster this kernel
+    uses now. Called with ``_lock`` held, where the choice is made, so that the last address
+    recorded is the one chosen last."""
+    global _recorded_address
+    if address == _recorded_address:
+        return
+    _recorded_address = address
+    try:
+        registry.record(address)
+    except OSError as e:  # the sidebar will not see this kernel; %%task works regardless
+        warnings.warn(f"taskcell: cannot record the cluster for JupyterLab: {e}", stacklevel=3)
+
+
+def on_connected(hook: Callable[[Client], None]) -> None:
+    """Call ``hook(client)`` once for each scheduler this kernel connects to: at once for those
+    it is connected to already, then as it connects. A hook must not raise; it runs in the
+    thread that connected, outside this module's lock."""
+    with _lock:
+        _hooks.append(hook)
+        connected = [c for c in _announced.values() if c.status == "running"]
+    for client in connected:
+        hook(client)
+
+
+def _announce(client: Client) -> None:
+    """Run the :func:`on_connected` hooks for ``client``'s scheduler, the first time."""
     address = client.scheduler.address
-    if address not in _registered:
-        _registered.add(address)
-        try:
-            registry.record(address)
-        except OSError as e:  # the sidebar will not see this kernel; %%task works regardless
-            warnings.warn(f"taskcell: cannot record the cluster for JupyterLab: {e}", stacklevel=2)
-        provision.announce(client)
-    return client
+    with _lock:
+        if address in _announced:
+            return
+        _announced[address] = client
+        hooks = list(_hooks)
+    for hook in hooks:
+        hook(client)
 
 
 def use_address(address: str) -> Client:
@@ -280,6 +322,8 @@ def use_address(address: str) -> Client:
     with _lock:
         previous = (_client, _embedded)  # the embedded cluster frees the machine
         _chosen, _client, _client_for, _embedded = address, client, address, None
+        _record(address)
+    _announce(client)
     for resource in previous:
         if resource is not None:
             resource.close()
@@ -298,7 +342,7 @@ def _connect(address: str) -> Client:
             f"again, or choose another cluster with %task_cluster ADDRESS"
         ) from None
     _answered[client.id] = time.monotonic()
-    return _recorded(client)
+    return client
 
 
 def start_embedded() -> EmbeddedCluster:

@@ -4,18 +4,25 @@
 :func:`taskcell.cluster.submit.plan`); the task itself is already submitted and waits in Dask's
 ``no-worker`` state until a worker that meets it connects. One :class:`Provisioner` per
 scheduler, in the kernel, then works on a thread of its own, with its own event loop and
-asynchronous client, every ``taskcell.provisioning.interval``:
+asynchronous client, every ``taskcell.provisioning.interval`` and whenever something changes:
+it asks the scheduler which workers it lists and what they process, asks each backend whether
+a starting worker's process or job has ended, hands these facts to
+:func:`taskcell.cluster.provision_core.decide` (which holds every rule: packing, ``max-workers``,
+idle retirement, start timeouts, shapes), and does what it decided:
 
-- Tasks claimed for a pool and not yet on a worker are packed into workers of that pool (as many
-  as :meth:`~taskcell.cluster.pools.Pool.slots` allows at once), and only as many workers start
-  as those tasks need beyond the pool's workers already starting or idle, never more than its
-  ``max-workers``: cells waiting together share the workers that start.
-- A worker that connects is checked against its pool's shape. One that fails first (its process
-  exits, its SLURM job ends, it takes longer than ``start-timeout``) fails the cells waiting for
-  its pool with the reason; a task submitted outside a cell is cancelled with it.
-- A worker with nothing processing for its pool's ``idle-timeout``, while no claimed task waits
-  for the pool, is retired through the scheduler (which moves the results it holds to other
-  workers, and keeps it when none can take them), then its process or job is stopped.
+- starts workers through the pool's backend (:mod:`taskcell.cluster.launch`);
+- retires workers through the scheduler (which moves the results they hold to other workers,
+  and keeps a worker when none can take them), then stops their process or job;
+- fails the cells waiting for a pool whose worker failed, with the reason; a task submitted
+  outside a cell is cancelled with it.
+
+The sidebar may ask for one more worker of a pool
+(:data:`~taskcell.cluster.pool_records.START_TOPIC`); the provisioner subscribes before it first
+publishes its pools, so no request it could be shown is lost. Each change of the pools is
+published on :data:`~taskcell.cluster.pool_records.POOLS_TOPIC` as
+:class:`~taskcell.cluster.pool_records.PoolInfo` records, times on the scheduler's clock. The
+last :data:`DECISIONS_KEPT` decisions, each with its reason, are kept for whoever debugs a pool
+(:func:`decisions`).
 
 A worker still starting when the cells that asked for it are interrupted starts anyway, and
 retires once idle. Workers this kernel started are stopped when it exits (a kernel killed
@@ -28,19 +35,29 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
-import math
+import dataclasses
+import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from taskcell import config
+from taskcell.cluster import connect
+from taskcell.cluster.pool_records import (
+    POOLS_TOPIC,
+    START_TOPIC,
+    PoolInfo,
+    PoolWorker,
+    PoolWorkerState,
+)
 from taskcell.cluster.pools import Pool, configured_pools
+from taskcell.cluster.provision_core import ACTIVE, Claim, Decision, Logged, Seen, Worker, decide
+from taskcell.cluster.provision_core import Monotonic as _Monotonic
 from taskcell.errors import ClusterError
-from taskcell.spec.amounts import show_request
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -49,74 +66,32 @@ if TYPE_CHECKING:
     from taskcell.cluster.submit import Placement
 
 __all__ = [
-    "TOPIC",
-    "PoolState",
-    "WorkerInfo",
+    "DECISIONS_KEPT",
     "announce",
     "claim",
     "close_all",
+    "decisions",
     "leaving",
     "pool_state",
     "published_pools",
     "waiting_status",
 ]
 
-#: The Dask event topic each change of a kernel's pools is logged on, for panel and sidebar.
-TOPIC = "taskcell-pools"
+log = logging.getLogger(__name__)
+
 #: Ended (retired or failed) workers kept in the state shown, per pool.
 ENDED_KEPT = 10
 #: Seconds a retired worker is left out of plans, longer than a view of the workers is cached.
 RETIRED_SEEN = 5.0
-
-#: ``starting``: asked for, not connected yet; ``running``: connected; ``retiring``: being
-#: retired; ``retired``: retired and stopped; ``failed``: did not connect, or not as its shape.
-WorkerStateName = Literal["starting", "running", "retiring", "retired", "failed"]
+#: Decisions kept, the latest last (:func:`decisions`).
+DECISIONS_KEPT = 200
 
 
-class WorkerInfo(TypedDict):
-    """One worker a pool started, as the panel and the sidebar show it."""
-
-    name: str
-    state: WorkerStateName
-    started: str  #: what was started: ``pid 4242``, ``SLURM job 17``
-    address: str | None
-    since: float  #: when it entered its state (seconds since the epoch)
-    idle: float | None  #: seconds it has had nothing to run, while running
-    error: str | None
+def _now() -> _Monotonic:
+    return _Monotonic(time.monotonic())
 
 
-class PoolState(TypedDict):
-    """One pool: its shape, its limits and its workers."""
-
-    name: str
-    backend: str
-    shape: dict[str, Any]  #: :meth:`~taskcell.spec.Resources.to_dict`
-    resources: dict[str, float]  #: what its workers advertise
-    max_workers: int
-    idle_timeout: float
-    waiting: int  #: claimed tasks not on a worker yet
-    started: int  #: workers started so far by this kernel
-    workers: list[WorkerInfo]
-
-
-@dataclass
-class _Worker:
-    pool: Pool
-    name: str
-    asked_at: float
-    state: WorkerStateName = "starting"
-    handle: ProcessInterface | None = None
-    started: str = ""
-    address: str | None = None
-    idle_since: float | None = None
-    error: str | None = None
-    changed_at: float = field(default_factory=time.time)
-
-    def enter(self, state: WorkerStateName, error: str | None = None) -> None:
-        self.state, self.error, self.changed_at = state, error, time.time()
-
-
-@dataclass
+@dataclass(kw_only=True)
 class _Claim:
     pool: Pool
     future: Future
@@ -124,6 +99,14 @@ class _Claim:
     followed: bool  #: a cell follows it and shows its status; else it is cancelled on failure
     worker: str | None = None  #: the address Dask gave it to
     error: str | None = None
+
+    def fact(self) -> Claim:
+        return Claim(
+            pool=self.pool.name,
+            resources=self.resources,
+            placed=self.worker is not None,
+            failed=self.error is not None,
+        )
 
 
 class Provisioner:
@@ -133,14 +116,20 @@ class Provisioner:
         self.address = address
         self._security = security
         self._lock = threading.Lock()
-        self._workers: list[_Worker] = []
+        self._workers: list[Worker] = []  #: in the order asked for
+        self._handles: dict[str, ProcessInterface] = {}
         self._claims: dict[str, _Claim] = {}
         self._pools: list[Pool] = []  #: the configured pools, as the kernel last read them
-        self._started: dict[str, int] = {}
+        self._known: dict[str, Pool] = {}  #: every pool named so far, its latest definition
+        self._launched: dict[str, int] = {}
+        self._asked: dict[str, int] = {}  #: workers the sidebar asked for, not decided yet
+        self._log: deque[Logged] = deque(maxlen=DECISIONS_KEPT)
+        self._offset = time.time() - time.monotonic()  #: monotonic -> the scheduler's clock
         self._ready = threading.Event()
         self._closing = False
         self._changed = True
         self._failure: BaseException | None = None
+        self.kernel = ""  #: this kernel's id (its client's id outside a kernel), once connected
         self._thread = threading.Thread(
             target=asyncio.run, args=(self._main(),), name="taskcell-provisioner", daemon=True
         )
@@ -158,12 +147,16 @@ class Provisioner:
         with self._lock:
             self._changed = self._changed or pools != self._pools
             self._pools = pools
+            self._known.update((pool.name, pool) for pool in pools)
         self._wake()
 
     def claim(self, pool: Pool, future: Future, resources: Mapping[str, float], followed: bool):
         """Ask for a worker of ``pool`` for the submitted ``future``."""
         with self._lock:
-            self._claims[str(future.key)] = _Claim(pool, future, resources, followed)
+            self._claims[str(future.key)] = _Claim(
+                pool=pool, future=future, resources=resources, followed=followed
+            )
+            self._known[pool.name] = pool
             self._changed = True
         self._wake()
 
@@ -185,17 +178,14 @@ class Provisioner:
                 raise ClusterError(c.error)
             if c.worker is not None:
                 return f"queued on {c.worker}, a worker of pool {c.pool.name}"
-            starting = [
-                w for w in self._workers if w.pool.name == c.pool.name and w.state == "starting"
-            ]
+            mine = [w for w in self._workers if w.pool == c.pool.name]
+            starting = [w for w in mine if w.state == "starting"]
             if starting:
                 w = starting[0]
                 what = f" ({w.started})" if w.started else ""
                 waited = time.monotonic() - w.asked_at
                 return f"starting a worker of pool {c.pool.name}{what}: {waited:.0f} s"
-            active = [
-                w for w in self._workers if w.pool.name == c.pool.name and w.state == "running"
-            ]
+            active = [w for w in mine if w.state == "running"]
             if active:
                 return (
                     f"waiting for a worker of pool {c.pool.name}: all {len(active)} busy "
@@ -205,33 +195,28 @@ class Provisioner:
 
     def leaving(self) -> set[str]:
         """Addresses of its workers retiring or retired."""
-        recently = time.time() - RETIRED_SEEN
+        recently = time.monotonic() - RETIRED_SEEN
         with self._lock:
             return {
                 w.address
                 for w in self._workers
                 if w.address is not None
-                and (w.state == "retiring" or (w.state == "retired" and w.changed_at > recently))
+                and (w.state == "retiring" or (w.state == "retired" and w.since > recently))
             }
 
-    def state(self, pools: list[Pool]) -> list[PoolState]:
+    def state(self, pools: list[Pool]) -> list[PoolInfo]:
         """``pools`` (the configured ones) and the others this provisioner started workers for,
         with their workers."""
-        now = time.monotonic()
         with self._lock:
             known = {pool.name: pool for pool in pools}
             for w in self._workers:
-                known.setdefault(w.pool.name, w.pool)
-            return [self._pool_state(pool, now) for pool in known.values()]
+                known.setdefault(w.pool, self._known[w.pool])
+            return [self._info(pool) for pool in known.values()]
 
-    def _pool_state(self, pool: Pool, now: float) -> PoolState:
-        return _state(
-            pool,
-            [w for w in self._workers if w.pool.name == pool.name],
-            sum(1 for c in self._claims.values() if c.pool.name == pool.name and not c.worker),
-            self._started.get(pool.name, 0),
-            now,
-        )
+    def decisions(self) -> list[Logged]:
+        """The latest decisions, oldest first."""
+        with self._lock:
+            return list(self._log)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop every worker this provisioner started, and its thread."""
@@ -245,10 +230,44 @@ class Provisioner:
     def _wake(self) -> None:
         self._loop.call_soon_threadsafe(self._woken.set)
 
+    def _info(self, pool: Pool) -> PoolInfo:
+        """``pool`` as published, its workers' times on the scheduler's clock."""
+
+        def on_scheduler(t: float | None) -> float | None:
+            return None if t is None else t + self._offset
+
+        waiting = sum(
+            1 for c in self._claims.values() if c.pool.name == pool.name and c.fact().waiting
+        )
+        return PoolInfo(
+            kernel=self.kernel,
+            name=pool.name,
+            backend=pool.backend,
+            resources=dict(pool.resources),
+            max_workers=pool.max_workers,
+            waiting=waiting,
+            launched=self._launched.get(pool.name, 0),
+            workers=[
+                PoolWorker(
+                    name=w.name,
+                    state=w.state,
+                    started=w.started,
+                    address=w.address,
+                    since=w.since + self._offset,
+                    idle_since=on_scheduler(w.idle_since),
+                    error=w.error,
+                )
+                for w in self._workers
+                if w.pool == pool.name
+            ],
+        )
+
     # --- the provisioner's thread ---------------------------------------------------------
 
     async def _main(self) -> None:
         from distributed import Client
+
+        from taskcell.cluster.registry import this_kernel_id
 
         self._loop = asyncio.get_running_loop()
         self._woken = asyncio.Event()
@@ -257,6 +276,8 @@ class Provisioner:
             self.client = await Client(
                 self.address, asynchronous=True, security=self._security, set_as_default=False
             )
+            self.kernel = this_kernel_id() or self.client.id
+            await self._listen()
         except (OSError, TimeoutError) as e:
             self._failure = e
             self._ready.set()
@@ -275,18 +296,60 @@ class Provisioner:
             self._failure = e
             raise
 
+    async def _listen(self) -> None:
+        """Subscribe to the sidebar's requests, and wait until the scheduler has the
+        subscription (it travels apart from calls), measuring its clock meanwhile."""
+
+        def look(topic: str, client: str, dask_scheduler: Any = None) -> tuple[bool, float]:
+            import time  # runs on the scheduler, shipped by value
+
+            return client in dask_scheduler.event_subscriber.get(topic, ()), time.time()
+
+        self.client.subscribe_topic(START_TOPIC, self._on_request)
+        deadline = time.monotonic() + config.seconds("scheduler-timeout")
+        while True:
+            sent = time.monotonic()
+            try:
+                listening, remote = await self.client.run_on_scheduler(
+                    look, START_TOPIC, self.client.id
+                )
+            except (OSError, TimeoutError):
+                raise
+            except Exception:  # a scheduler that runs no function: its own clock is ours
+                return
+            self._offset = remote - (sent + time.monotonic()) / 2
+            if listening or time.monotonic() > deadline:
+                return
+            await asyncio.sleep(0.01)  # the subscription is on its way in a batch
+
+    def _on_request(self, event: tuple[float, Any]) -> None:
+        """A request of the sidebar: ``{"kernel", "pool"}``, one more worker of a pool."""
+        _, msg = event
+        if not isinstance(msg, dict) or msg.get("kernel") != self.kernel:
+            return
+        pool = str(msg.get("pool"))
+        with self._lock:
+            self._asked[pool] = self._asked.get(pool, 0) + 1
+        self._woken.set()
+
     async def _tick(self) -> None:
         with self._lock:
-            idle = not self._claims and all(w.state in ("retired", "failed") for w in self._workers)
-        if idle:  # nothing to watch: do not ask the scheduler every interval
+            quiet = not self._claims and not self._asked
+            quiet = quiet and all(w.state in ("retired", "failed") for w in self._workers)
+        if quiet:  # nothing to watch: do not ask the scheduler every interval
             await self._publish()
             return
         identity = await self.client.scheduler.identity(n_workers=-1)
         processing = await self.client.scheduler.processing()
-        seen = {str(w.get("name")): (a, w) for a, w in identity["workers"].items()}
         busy = {address for address, keys in processing.items() if keys}
         on = {str(key): address for address, keys in processing.items() for key in keys}
-        now = time.monotonic()
+        seen = {
+            str(w.get("name")): Seen(
+                address=address, resources=w.get("resources") or {}, busy=address in busy
+            )
+            for address, w in identity["workers"].items()
+        }
+        ended = await self._ended()
         with self._lock:
             for key, c in list(self._claims.items()):
                 if c.future.done():
@@ -295,152 +358,167 @@ class Provisioner:
                 elif c.worker != on.get(key):
                     c.worker = on.get(key)
                     self._changed = True
-            for w in self._workers:
-                self._observe(w, seen.get(w.name), busy, now)
-            starts = self._starts()
-            retiring = self._retirements(now)
-        for w in [w for w in self._workers if w.state == "starting" and w.handle is not None]:
-            await self._check_starting(w, now)
+            now = _now()
+            decision = decide(
+                claims=[c.fact() for c in self._claims.values()],
+                workers=[
+                    dataclasses.replace(w, ended=ended.get(w.name)) if w.name in ended else w
+                    for w in self._workers
+                ],
+                seen=seen,
+                pools=self._known,
+                asked=self._asked,
+                now=now,
+            )
+            self._asked = {}
+            starts = self._apply(decision, now)
         for w in starts:
             self._spawn(self._start(w))
-        for w in retiring:
-            self._spawn(self._retire(w))
+        for name in decision.retire:
+            self._spawn(self._retire(name))
+        for name in decision.stop:
+            self._spawn(self._stop(name))
         await self._publish()
 
-    def _observe(
-        self, w: _Worker, seen: tuple[str, dict] | None, busy: set[str], now: float
-    ) -> None:
-        """Move ``w`` on by what the scheduler says of it."""
-        if w.state == "starting" and seen is not None:
-            address, info = seen
-            advertised = info.get("resources") or {}
-            lacking = {n: a for n, a in w.pool.resources.items() if advertised.get(n, 0) < a}
-            w.address = address
-            if lacking:
-                has = show_request({n: advertised.get(n, 0) for n in lacking})
-                self._fail(w, f"it advertises {has}, its pool's shape {show_request(lacking)}")
-                self._spawn(self._retire(w))
-                return
-            w.enter("running")
-            w.idle_since = now
-            self._changed = True
-        elif w.state == "running" and seen is None:
-            w.enter("retired", "it left the scheduler")
-            w.idle_since = None
-            self._spawn(self._stop(w))
-            self._changed = True
-        if w.state == "running" and (w.address in busy) == (w.idle_since is not None):
-            w.idle_since = None if w.address in busy else now
-            self._changed = True  # the panel and the sidebar show how long it has idled
-
-    def _starts(self) -> list[_Worker]:
-        """The workers to start now: what claimed tasks need beyond what is on its way."""
-        new = []
-        for pool in {c.pool.name: c.pool for c in self._claims.values()}.values():
-            waiting = [
-                c
-                for c in self._claims.values()
-                if c.pool.name == pool.name and not c.worker and not c.error
-            ]
-            need = math.ceil(sum(Fraction(1, pool.slots(c.resources)) for c in waiting))
-            mine = [w for w in self._workers if w.pool.name == pool.name]
-            coming = sum(
-                1
-                for w in mine
-                if w.state == "starting" or (w.state == "running" and w.idle_since is not None)
-            )
-            active = sum(1 for w in mine if w.state in ("starting", "running", "retiring"))
-            for _ in range(max(0, min(need - coming, pool.max_workers - active))):
-                w = _Worker(pool, f"{pool.name}-{uuid.uuid4().hex[:6]}", time.monotonic())
-                self._workers.append(w)
-                self._started[pool.name] = self._started.get(pool.name, 0) + 1
-                new.append(w)
-                self._changed = True
-        return new
-
-    def _retirements(self, now: float) -> list[_Worker]:
-        wanted = {c.pool.name for c in self._claims.values() if not c.worker and not c.error}
-        out = []
-        for w in self._workers:
-            idle = w.idle_since is not None and now - w.idle_since >= w.pool.idle_timeout
-            if w.state == "running" and idle and w.pool.name not in wanted:
-                w.enter("retiring")
-                out.append(w)
-                self._changed = True
-        return out
-
-    async def _start(self, w: _Worker) -> None:
-        from taskcell.cluster.launch import describe, make_worker
-
-        try:
-            w.handle = make_worker(w.pool, self.address, w.name)
-            await w.handle  # as SpecCluster starts a worker: ProcessInterface or Server
-        except Exception as e:  # the backend's error, whatever it is, is the reason to show
-            with self._lock:
-                self._fail(w, str(e).strip() or type(e).__name__)
-            return
-        with self._lock:
-            w.started = describe(w.pool, w.handle)
-            self._changed = True
-        self._wake()
-
-    async def _check_starting(self, w: _Worker, now: float) -> None:
+    async def _ended(self) -> dict[str, str]:
+        """Why each starting worker's process or job ended, where it did."""
         from taskcell.cluster.launch import ended
 
-        assert w.handle is not None
-        why = await ended(w.pool, w.handle)
-        if why is None and now - w.asked_at > w.pool.start_timeout:
-            why = f"it did not connect within {w.pool.start_timeout:g} s (start-timeout)"
-        if why is not None and w.state == "starting":
-            with self._lock:
-                self._fail(w, why)
-            await self._stop(w)
+        with self._lock:
+            starting = [
+                (w.name, self._known[w.pool], self._handles[w.name])
+                for w in self._workers
+                if w.state == "starting" and w.name in self._handles
+            ]
+        found = {}
+        for name, pool, handle in starting:
+            why = await ended(pool, handle)
+            if why is not None:
+                found[name] = why
+        return found
 
-    def _fail(self, w: _Worker, why: str) -> None:
-        """Mark ``w`` failed and fail the tasks waiting for its pool with the reason."""
-        started = f" ({w.started})" if w.started else ""
-        message = f"the worker of pool {w.pool.name}{started} failed to start: {why}"
-        w.enter("failed", message)
-        self._changed = True
+    def _apply(self, decision: Decision, now: _Monotonic) -> list[Worker]:
+        """Take ``decision`` (under the lock); the workers it asks to start, now recorded."""
+        if list(decision.workers) != self._workers:
+            self._changed = True
+        self._workers = list(decision.workers)
+        for w in decision.failed:
+            self._fail_claims(w)
+        self._note(*decision.log)
+        starts = []
+        for name in decision.start:
+            w = Worker(name=f"{name}-{uuid.uuid4().hex[:6]}", pool=name, asked_at=now, since=now)
+            self._workers.append(w)
+            self._launched[name] = self._launched.get(name, 0) + 1
+            starts.append(w)
+            self._changed = True
+        for pool in {w.pool for w in decision.failed} | {w.pool for w in self._workers}:
+            self._forget_ended(pool)
+        return starts
+
+    def _note(self, *entries: Logged) -> None:
+        for entry in entries:
+            self._log.append(entry)
+            log.debug("pool %s: %s %s: %s", entry.pool, entry.action, entry.worker, entry.why)
+
+    def _fail_claims(self, w: Worker) -> None:
+        """Fail the tasks waiting for ``w``'s pool with the reason ``w`` failed."""
         for c in self._claims.values():
-            if c.pool.name == w.pool.name and not c.worker and c.error is None:
-                c.error = message
+            if c.pool.name == w.pool and c.worker is None and c.error is None:
+                c.error = w.error
                 if not c.followed:
-                    self._spawn(asyncio.to_thread(c.future.cancel, reason="taskcell", msg=message))
+                    self._spawn(asyncio.to_thread(c.future.cancel, reason="taskcell", msg=w.error))
 
-    async def _retire(self, w: _Worker) -> None:
+    def _find(self, name: str) -> Worker | None:
+        return next((w for w in self._workers if w.name == name), None)
+
+    def _replace(self, name: str, **changes: Any) -> Worker | None:
+        """Change the worker ``name`` (under the lock); the worker as changed."""
+        for i, w in enumerate(self._workers):
+            if w.name == name:
+                self._workers[i] = dataclasses.replace(w, **changes)
+                self._changed = True
+                return self._workers[i]
+        return None
+
+    def _enter(self, name: str, state: PoolWorkerState, why: str | None = None) -> Worker | None:
+        """Move the worker ``name`` to ``state`` now (under the lock)."""
+        w = self._find(name)
+        if w is None:
+            return None
+        moved = w.enter(state, _now(), why)
+        return self._replace(
+            name,
+            state=moved.state,
+            since=moved.since,
+            error=moved.error,
+            idle_since=moved.idle_since,
+        )
+
+    async def _start(self, w: Worker) -> None:
+        from taskcell.cluster.launch import describe, make_worker
+
+        pool = self._known[w.pool]
+        try:
+            handle = make_worker(pool, self.address, w.name)
+            with self._lock:
+                self._handles[w.name] = handle
+            await handle  # as SpecCluster starts a worker: ProcessInterface or Server
+        except Exception as e:  # the backend's error, whatever it is, is the reason to show
+            why = str(e).strip() or type(e).__name__
+            with self._lock:
+                failed = self._enter(w.name, "failed", w.failure(why))
+                if failed is not None:
+                    self._fail_claims(failed)
+                self._note(Logged(at=_now(), pool=w.pool, action="fail", worker=w.name, why=why))
+            return
+        with self._lock:
+            self._replace(w.name, started=describe(pool, handle))
+        self._wake()
+
+    async def _retire(self, name: str) -> None:
+        with self._lock:
+            w = self._find(name)
+        if w is None:
+            return
         if w.address is not None:
             try:
                 retired = await self.client.retire_workers(workers=[w.address], close_workers=True)
             except (OSError, TimeoutError):
                 retired = {}
-            if w.address not in retired and w.state == "retiring":
-                with self._lock:  # it keeps results no other worker can take: keep it
-                    w.enter("running")
-                    w.idle_since = time.monotonic()
-                    self._changed = True
-                return
-        await self._stop(w)
+            with self._lock:
+                current = self._find(name)
+                if w.address not in retired and current and current.state == "retiring":
+                    # It keeps results no other worker can take: keep it.
+                    self._enter(name, "running")
+                    self._replace(name, idle_since=_now())
+                    why = "the scheduler kept it: no other worker can take its results"
+                    self._note(
+                        Logged(at=_now(), pool=w.pool, action="retire", worker=name, why=why)
+                    )
+                    return
+        await self._stop(name)
         with self._lock:
-            if w.state == "retiring":
-                w.enter("retired")
-            w.idle_since = None
-            self._changed = True
+            current = self._find(name)
+            if current is not None and current.state == "retiring":
+                self._enter(name, "retired")
             self._forget_ended(w.pool)
 
-    async def _stop(self, w: _Worker) -> None:
-        if w.handle is not None:
-            try:
-                await w.handle.close()
-            except Exception as e:  # report, and go on stopping the others
-                w.error = f"{w.error or ''} (stopping it failed: {e})".strip()
+    async def _stop(self, name: str) -> None:
+        with self._lock:
+            handle = self._handles.pop(name, None)
+        if handle is None:
+            return
+        try:
+            await handle.close()
+        except Exception as e:  # report, and go on stopping the others
+            with self._lock:
+                w = self._find(name)
+                if w is not None:
+                    self._replace(name, error=f"{w.error or ''} (stopping it failed: {e})".strip())
 
-    def _forget_ended(self, pool: Pool) -> None:
-        ended = [
-            w
-            for w in self._workers
-            if w.pool.name == pool.name and w.state in ("retired", "failed")
-        ]
+    def _forget_ended(self, pool: str) -> None:
+        ended = [w for w in self._workers if w.pool == pool and w.state in ("retired", "failed")]
         for w in ended[:-ENDED_KEPT]:
             self._workers.remove(w)
 
@@ -450,23 +528,23 @@ class Provisioner:
         task.add_done_callback(self._tasks.discard)
 
     async def _publish(self) -> None:
-        """Log the pools' state on :data:`TOPIC` when it changed, for the panel and the sidebar."""
-        from taskcell.cluster.registry import this_kernel_id
-
-        if not self._changed:
-            return
-        self._changed = False
-        state = self.state(self._pools)
-        event = {"kernel": this_kernel_id(), "client": self.client.id, "pools": state}
-        await self.client.log_event(TOPIC, event)
+        """Log the pools on :data:`POOLS_TOPIC` when they changed, for the panel and the
+        sidebar."""
+        with self._lock:
+            if not self._changed:
+                return
+            self._changed = False
+        pools = self.state(self._pools)
+        event = {"kernel": self.kernel, "client": self.client.id, "pools": pools}
+        await self.client.log_event(POOLS_TOPIC, event)
 
     async def _shutdown(self) -> None:
         self._closing = True
         with self._lock:
-            workers = [w for w in self._workers if w.state in ("starting", "running", "retiring")]
-            for w in workers:
-                w.enter("retired", "the kernel closed")
-        await asyncio.gather(*(self._stop(w) for w in workers), return_exceptions=True)
+            names = [w.name for w in self._workers if w.state in ACTIVE]
+            for name in names:
+                self._enter(name, "retired", "the kernel closed")
+        await asyncio.gather(*(self._stop(name) for name in names), return_exceptions=True)
         await self.client.close()
         self._woken.set()
 
@@ -493,9 +571,13 @@ def _for(client: Client) -> Provisioner:
 
 def announce(client: Client) -> None:
     """Publish the configured pools on ``client``'s scheduler before any of their workers is
-    asked for, so the panel and the sidebar list them. Nothing without pools, with pools
-    configured wrong, or a scheduler that does not answer: connecting must not fail for that,
-    and a cell that needs a pool says what is wrong."""
+    asked for, so the panel and the sidebar list them, and the sidebar may start one. Nothing
+    without pools, with pools configured wrong, or a scheduler that does not answer:
+    connecting must not fail for that, and a cell that needs a pool says what is wrong.
+
+    Called for each scheduler this kernel connects to
+    (:func:`taskcell.cluster.connect.on_connected`).
+    """
     try:
         pools = configured_pools()
         if pools:
@@ -536,50 +618,48 @@ def leaving(client: Client) -> set[str]:
     return provisioner.leaving() if provisioner is not None else set()
 
 
-def pool_state(client: Client) -> list[PoolState]:
+def pool_state(client: Client) -> list[PoolInfo]:
     """The configured pools, and the workers this kernel started for each on ``client``'s
-    scheduler (a :class:`PoolState` each), for the panel and the sidebar."""
+    scheduler, for the panel and the sidebar (times on the scheduler's clock)."""
+    from taskcell.cluster.registry import this_kernel_id
+
     pools = configured_pools()
     provisioner = _provisioners.get(client.scheduler.address)
-    if provisioner is None:
-        return [_state(pool, [], 0, 0, time.monotonic()) for pool in pools]
-    return provisioner.state(pools)
+    if provisioner is not None:
+        return provisioner.state(pools)
+    kernel = this_kernel_id() or client.id
+    return [
+        PoolInfo(
+            kernel=kernel,
+            name=pool.name,
+            backend=pool.backend,
+            resources=dict(pool.resources),
+            max_workers=pool.max_workers,
+            waiting=0,
+            launched=0,
+            workers=[],
+        )
+        for pool in pools
+    ]
 
 
-def published_pools(client: Client) -> dict[str, list[PoolState]]:
-    """The latest pools each kernel logged on ``client``'s scheduler (:data:`TOPIC`), by kernel
-    id. To follow changes, subscribe with ``client.subscribe_topic(TOPIC, ...)``; each event is
-    ``{"kernel", "client", "pools"}``, ``client`` the id of the provisioner's own client. The
-    occupancy snapshot carries them too (:mod:`taskcell.planner.schema`)."""
-    latest: dict[str, list[PoolState]] = {}
-    for _, event in client.get_events(TOPIC):
+def decisions(client: Client) -> list[Logged]:
+    """The last :data:`DECISIONS_KEPT` decisions of this kernel's pools on ``client``'s
+    scheduler, oldest first, each with its reason (``at`` on this kernel's
+    ``time.monotonic()``): what to read when a pool starts or retires workers unexpectedly."""
+    provisioner = _provisioners.get(client.scheduler.address)
+    return provisioner.decisions() if provisioner is not None else []
+
+
+def published_pools(client: Client) -> dict[str, list[PoolInfo]]:
+    """The latest pools each kernel logged on ``client``'s scheduler (:data:`POOLS_TOPIC`), by
+    kernel id. To follow changes, subscribe with ``client.subscribe_topic(POOLS_TOPIC, ...)``;
+    each event is ``{"kernel", "client", "pools"}``, ``client`` the id of the provisioner's
+    own client. The occupancy snapshot carries them too (:mod:`taskcell.planner.schema`)."""
+    latest: dict[str, list[PoolInfo]] = {}
+    for _, event in client.get_events(POOLS_TOPIC):
         latest[str(event["kernel"])] = event["pools"]
     return latest
-
-
-def _state(pool: Pool, workers: list[_Worker], waiting: int, started: int, now: float) -> PoolState:
-    return PoolState(
-        name=pool.name,
-        backend=pool.backend,
-        shape=pool.shape.to_dict(),
-        resources=pool.resources,
-        max_workers=pool.max_workers,
-        idle_timeout=pool.idle_timeout,
-        waiting=waiting,
-        started=started,
-        workers=[
-            WorkerInfo(
-                name=w.name,
-                state=w.state,
-                started=w.started,
-                address=w.address,
-                since=w.changed_at,
-                idle=now - w.idle_since if w.idle_since is not None else None,
-                error=w.error,
-            )
-            for w in workers
-        ],
-    )
 
 
 def close_all() -> None:
@@ -589,3 +669,6 @@ def close_all() -> None:
         _provisioners.clear()
     for provisioner in provisioners:
         provisioner.close()
+
+
+connect.on_connected(announce)

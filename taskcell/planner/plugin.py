@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 from distributed.metrics import time
 
-from taskcell.cluster.provision import TOPIC as POOLS_TOPIC
+from taskcell.cluster.pool_records import POOLS_TOPIC
 from taskcell.cluster.submit import CELL_ANNOTATION
 from taskcell.planner.amounts import shortfall, show_amount
 from taskcell.planner.ended import EndedTasks
@@ -257,9 +257,9 @@ class OccupancyPlugin(SchedulerPlugin):
                 self.queue[ts.state][ts.key] = now
                 self.ended.follow(ts)
         self.ended.seed(self.scheduler.get_events(), self.scheduler.tasks)
-        for at, msg in self.scheduler.get_events(POOLS_TOPIC):
+        for _, msg in self.scheduler.get_events(POOLS_TOPIC):
             if isinstance(msg, dict) and msg.get("client") in self.scheduler.clients:
-                self._pools_event(msg, at)
+                self._pools_event(msg)
 
     # -- what the scheduler tells us ---------------------------------------------------------
 
@@ -322,7 +322,7 @@ class OccupancyPlugin(SchedulerPlugin):
             return
         if topic == POOLS_TOPIC:
             if msg.get("client") in self.scheduler.clients:  # not one sent as its client left
-                self._pools_event(msg, time())
+                self._pools_event(msg)
             return
         if self.ended.event(msg) or topic != STARTED_TOPIC:
             return
@@ -336,14 +336,14 @@ class OccupancyPlugin(SchedulerPlugin):
             self.where[ts.key] = address  # work stealing may have moved it here unannounced
             self.dirty.add(address)
 
-    def _pools_event(self, msg: dict, at: float) -> None:
-        """Take the pools a kernel's provisioner published at ``at``; ignore a malformed event."""
+    def _pools_event(self, msg: dict) -> None:
+        """Take the pools a kernel's provisioner published; ignore a malformed event."""
         client = msg.get("client")
         if not isinstance(client, str):
             return
         try:
-            records = [pool_record(str(msg.get("kernel") or client), p, at) for p in msg["pools"]]
-        except (KeyError, TypeError):
+            records = [pool_record(p) for p in msg["pools"]]
+        except (KeyError, TypeError, ValueError):
             return
         if records != self.pools.get(client):
             self.pools[client] = records

@@ -23,19 +23,24 @@ seconds (``strips``), from the scheduler's occupancy history.
 
 It also carries the pools of :mod:`taskcell.cluster.provision` a kernel configured or started
 workers for, as each kernel last published them, for as long as that kernel's client is
-connected.
+connected: :class:`PoolInfo` and :class:`PoolWorker`, defined where they are written
+(:mod:`taskcell.cluster.pool_records`) and re-exported here.
 
 The planner's answers travel as JSON too: :class:`SuggestionInfo` (``suggest(...).to_dict()``)
 and :class:`HintInfo` (``review(...)[i].to_dict()``).
 
 This module is the one definition: :mod:`taskcell.planner.wire` encodes and decodes it, and
-the sidebar's ``labextension/src/snapshot.ts`` is generated from it
+the sidebar's ``labextension/src/generated.ts`` is generated from it
 (:mod:`taskcell.planner.typescript`).
 """
 
 from __future__ import annotations
 
 from typing import Literal, TypedDict
+
+from taskcell.cluster.pool_records import PoolInfo as PoolInfo
+from taskcell.cluster.pool_records import PoolWorker as PoolWorker
+from taskcell.cluster.pool_records import PoolWorkerState as PoolWorkerState
 
 #: The pseudo-resource every worker has: its Dask threads, one held by each running task.
 THREADS = "threads"
@@ -58,12 +63,6 @@ TaskState = Literal["running", "assigned", "queued"]
 #: finished: it returned; failed: it raised (or its worker died under it too often);
 #: cancelled: it was cancelled before it ended, or interrupted on its worker.
 EndState = Literal["finished", "failed", "cancelled"]
-
-
-#: A pool's worker: starting: asked for, not connected yet; running: connected; retiring:
-#: being retired; retired: retired and stopped; failed: it did not connect, or not with its
-#: pool's shape. (:mod:`taskcell.cluster.provision` writes them.)
-PoolWorkerState = Literal["starting", "running", "retiring", "retired", "failed"]
 
 
 class ResourceUse(TypedDict):
@@ -139,42 +138,6 @@ class UsageStrip(TypedDict):
     resource: str
     start: float
     shares: list[float | None]
-
-
-class PoolWorker(TypedDict):
-    """A worker a pool started, as its kernel last published it.
-
-    ``started`` says what was started (``pid 4242``, ``SLURM job 17``; empty until it is);
-    ``since`` (Unix time) when it entered its state; ``idle_since`` since when a running worker
-    has had nothing to run (None while it runs something, and in other states); ``error`` why
-    it failed or retired, else None.
-    """
-
-    name: str
-    state: PoolWorkerState
-    started: str
-    address: str | None
-    since: float
-    idle_since: float | None
-    error: str | None
-
-
-class PoolInfo(TypedDict):
-    """A pool of one kernel: its shape, its limit, what waits for it, the workers it started.
-
-    ``kernel`` is the id of the kernel that started them (its client's id outside a kernel): a
-    pool of the same name in two kernels is listed twice. ``resources`` is what its workers
-    advertise; ``waiting`` counts the tasks claimed for it and not on a worker yet;
-    ``workers`` holds its live workers and the last of those that ended.
-    """
-
-    kernel: str
-    name: str
-    backend: str
-    resources: dict[str, float]
-    max_workers: int
-    waiting: int
-    workers: list[PoolWorker]
 
 
 class Snapshot(TypedDict):

@@ -1,7 +1,8 @@
 """TypeScript declarations of what the server sends the lab extension, generated from Python.
 
 ``labextension/src/generated.ts`` is this module's output and is never edited by hand: the
-snapshot schema (:mod:`taskcell.planner.schema`), its view as the server computes it for the
+snapshot schema (:mod:`taskcell.planner.schema`, with the pool records it re-exports from
+:mod:`taskcell.cluster.pool_records`), its view as the server computes it for the
 sidebar to draw (:mod:`taskcell.planner.view`), the REST payloads
 (:mod:`taskcell.extension.payloads`), and the constants the sidebar shares with them, are the
 one definition. Every ``TypedDict`` becomes an ``interface I<Name>``, every ``Literal`` alias a
@@ -26,6 +27,7 @@ from pathlib import Path
 
 #: The modules whose records and documented constants the sidebar uses, in output order.
 SOURCES = (
+    "taskcell.cluster.pool_records",
     "taskcell.planner.schema",
     "taskcell.planner.amounts",
     "taskcell.planner.view",

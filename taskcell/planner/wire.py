@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from taskcell.cluster.mapping import WorkerCapacity
 
 #: Version of the wire format; a client that finds another version re-registers the plugin.
-WIRE_VERSION = 3
+WIRE_VERSION = 4
 #: Updates carrying this many workers or more travel compressed (see :func:`pack`).
 COMPRESS_FROM = 64
 
@@ -119,25 +119,23 @@ def ended_record(
     return [str(key), name, request, _END_CODES[state], ended, worker, wall, peak_memory, error]
 
 
-def pool_worker_record(w: Mapping[str, Any], at: float) -> list:
-    """A pool's worker (a :class:`~taskcell.cluster.provision.WorkerInfo`) published at ``at``
-    on the wire: its idle seconds become the time it went idle."""
-    idle_since = None if w["idle"] is None else at - w["idle"]
-    return [w["name"], w["state"], w["started"], w["address"], w["since"], idle_since, w["error"]]
+_POOL_WORKER_KEYS = ("name", "state", "started", "address", "since", "idle_since", "error")
 
 
-def pool_record(kernel: str, pool: Mapping[str, Any], at: float) -> list:
-    """A pool a kernel published at ``at`` (a :class:`~taskcell.cluster.provision.PoolState`)
-    on the wire."""
-    return [
-        kernel,
-        pool["name"],
-        pool["backend"],
-        request_record(pool["resources"]),
-        pool["max_workers"],
-        pool["waiting"],
-        [pool_worker_record(w, at) for w in pool["workers"]],
-    ]
+def pool_record(pool: Mapping[str, Any]) -> dict:
+    """A pool as its kernel published it (a :class:`~taskcell.cluster.pool_records.PoolInfo`),
+    on the wire: its known keys only, whole amounts as ints. KeyError or TypeError for one that
+    is not a pool."""
+    return {
+        "kernel": str(pool["kernel"]),
+        "name": str(pool["name"]),
+        "backend": str(pool["backend"]),
+        "resources": request_record(pool["resources"]),
+        "max_workers": int(pool["max_workers"]),
+        "waiting": int(pool["waiting"]),
+        "launched": int(pool["launched"]),
+        "workers": [{k: w[k] for k in _POOL_WORKER_KEYS} for w in pool["workers"]],
+    }
 
 
 def worker_record(
@@ -183,7 +181,7 @@ def update_message(
     totals: dict[str, list],
     recent: list[list] | None,
     dashboard: int | None,
-    pools: list[list] | None,
+    pools: list[dict] | None,
     full: bool,
 ) -> dict:
     """A whole state (``full``) or the changes since the last update."""
@@ -333,27 +331,27 @@ def decode_ended(record: Sequence) -> EndedTask:
     )
 
 
-def decode_pool(record: Sequence) -> PoolInfo:
+def decode_pool(record: Mapping[str, Any]) -> PoolInfo:
     """A pool a kernel published, from the wire."""
-    kernel, name, backend, resources, max_workers, waiting, workers = record
     return PoolInfo(
-        kernel=kernel,
-        name=name,
-        backend=backend,
-        resources=dict(resources),
-        max_workers=max_workers,
-        waiting=waiting,
+        kernel=record["kernel"],
+        name=record["name"],
+        backend=record["backend"],
+        resources=dict(record["resources"]),
+        max_workers=record["max_workers"],
+        waiting=record["waiting"],
+        launched=record["launched"],
         workers=[
             PoolWorker(
-                name=worker,
-                state=state,
-                started=started,
-                address=address,
-                since=since,
-                idle_since=idle_since,
-                error=error,
+                name=w["name"],
+                state=w["state"],
+                started=w["started"],
+                address=w["address"],
+                since=w["since"],
+                idle_since=w["idle_since"],
+                error=w["error"],
             )
-            for worker, state, started, address, since, idle_since, error in workers
+            for w in record["workers"]
         ],
     )
 
@@ -388,7 +386,7 @@ def snapshot(
     recent: Iterable[Sequence] = (),
     samples: Sequence[Sequence] = (),
     dashboard: str | None = None,
-    pools: Iterable[Sequence] = (),
+    pools: Iterable[Mapping[str, Any]] = (),
 ) -> Snapshot:
     """A :class:`~taskcell.planner.schema.Snapshot` from the parts of updates, workers sorted;
     its strips from the history ``samples`` (oldest first)."""

@@ -98,7 +98,7 @@ def test_an_unmet_cell_starts_a_worker_of_a_pool_that_retires_when_idle(session,
     assert where.startswith("a100x2-")
     wait_until(session, "pools()['a100x2']['workers'][0]['state'] == 'retired'", "retirement")
     assert where not in worker_names(cluster)
-    assert session.value("pools()['a100x2']['started']") == 1
+    assert session.value("pools()['a100x2']['launched']") == 1
     deadline = time.monotonic() + PATIENCE
     while logged_states(cluster) != [(where, "retired")]:  # logged on the next look, after
         assert time.monotonic() < deadline, logged_states(cluster)
@@ -108,7 +108,7 @@ def test_an_unmet_cell_starts_a_worker_of_a_pool_that_retires_when_idle(session,
     )
     assert again.status == "ok", again.error_text  # on a new worker, not the retired one
     assert session.value("again") not in (where, "small")
-    assert session.value("pools()['a100x2']['started']") == 2
+    assert session.value("pools()['a100x2']['launched']") == 2
 
 
 def test_cells_waiting_together_share_the_worker_they_start(session):
@@ -122,7 +122,7 @@ def test_cells_waiting_together_share_the_worker_they_start(session):
         assert out.status == "ok", out.error_text
     wait_until(session, "'shared_0' in globals() and 'shared_1' in globals()", "both cells")
     assert session.value("shared_0") == session.value("shared_1")
-    assert session.value("pools()['shared']['started']") == 1
+    assert session.value("pools()['shared']['launched']") == 1
 
 
 def test_a_pool_starts_no_more_than_max_workers(session):
@@ -138,7 +138,7 @@ def test_a_pool_starts_no_more_than_max_workers(session):
     assert out.status == "ok", out.error_text
     ran_on = session.value("ran_on")
     assert all(name.startswith("whole-") for name in ran_on)
-    assert session.value("pools()['whole']['started']") == 2
+    assert session.value("pools()['whole']['launched']") == 2
     assert len(ran_on) <= 2
 
 
@@ -153,7 +153,7 @@ def test_a_request_no_pool_meets_fails_at_once_naming_each_pool(session):
     assert "pool cpu4 (local): asks GPU=1, its workers have 0" in out.error_text
     assert "pool a100x2 (local): asks GPU-H100=1, its workers have 0" in out.error_text
     assert session.value("'x' in globals()") is False
-    assert session.value("pools()['cpu4']['started']") == 0
+    assert session.value("pools()['cpu4']['launched']") == 0
 
 
 def test_a_worker_that_fails_to_start_fails_the_cell_naming_its_pool(session):
@@ -228,7 +228,7 @@ def test_an_interrupt_while_the_worker_starts_stops_the_cell_and_the_worker_reti
     assert session.value("'gated' in globals()") is False
     gate.touch()  # now the worker connects, finds nothing to run, and retires
     wait_until(session, "pools()['gated']['workers'][0]['state'] == 'retired'", "retirement")
-    assert session.value("pools()['gated']['started']") == 1
+    assert session.value("pools()['gated']['launched']") == 1
 
 
 def spec_pool(gpus: int) -> dict:

@@ -8,7 +8,7 @@ import uuid
 from distributed import Client, Event
 from distributed.utils_test import gen_cluster
 
-from taskcell.cluster.provision import TOPIC as POOLS_TOPIC
+from taskcell.cluster.pool_records import POOLS_TOPIC
 from taskcell.planner import OccupancyFeed, occupancy, plugin, snapshot, wire
 from taskcell.planner.feed import install
 from taskcell.planner.schema import QUEUE_LIMIT, RECENT_LIMIT, TASKS_PER_WORKER
@@ -300,11 +300,11 @@ def published(client: Client, kernel: str, state: str) -> dict:
     """A kernel's pools as its provisioner logs them: one pool, one worker in ``state``."""
     worker = {
         "name": "a100x2-1", "state": state, "started": "pid 42", "address": None,
-        "since": 90.0, "idle": None, "error": None,
+        "since": 90.0, "idle_since": None, "error": None,
     }  # fmt: skip
     pool = {
-        "name": "a100x2", "backend": "local", "shape": {}, "resources": {"GPU": 2.0},
-        "max_workers": 1, "idle_timeout": 1.0, "waiting": 1, "started": 1, "workers": [worker],
+        "kernel": kernel, "name": "a100x2", "backend": "local", "resources": {"GPU": 2.0},
+        "max_workers": 1, "waiting": 1, "launched": 1, "workers": [worker],
     }  # fmt: skip
     return {"kernel": kernel, "client": client.id, "pools": [pool]}
 

@@ -9,7 +9,7 @@ from typing import get_args
 
 import pytest
 
-from taskcell.cluster.provision import WorkerStateName
+from taskcell.cluster import pool_records
 from taskcell.planner import wire
 from taskcell.planner.feed import pickled_plugins
 from taskcell.planner.schema import (
@@ -24,16 +24,16 @@ from taskcell.planner.schema import (
 )
 
 KEY = "cell-3-" + "0" * 32
-#: A pool as a kernel's provisioner publishes it (``taskcell.cluster.provision.PoolState``).
+#: A pool as a kernel's provisioner publishes it (``taskcell.cluster.pool_records.PoolInfo``).
 PUBLISHED = {
-    "name": "a100x2", "backend": "local", "shape": {"cpu": "1", "memory": "1Gi", "gpu": "A100:2"},
+    "kernel": "kernel-1", "name": "a100x2", "backend": "local",
     "resources": {"CPU": 1.0, "MEMORY": float(1 << 30), "GPU": 2.0, "GPU-A100": 2.0},
-    "max_workers": 2, "idle_timeout": 300.0, "waiting": 1, "started": 2,
+    "max_workers": 2, "waiting": 1, "launched": 2,
     "workers": [
         {"name": "a100x2-1", "state": "running", "started": "pid 42", "address": "tcp://w:1",
-         "since": 90.0, "idle": 2.5, "error": None},
+         "since": 90.0, "idle_since": 97.5, "error": None},
         {"name": "a100x2-2", "state": "starting", "started": "", "address": None, "since": 99.0,
-         "idle": None, "error": None},
+         "idle_since": None, "error": None},
     ],
 }  # fmt: skip
 
@@ -82,7 +82,7 @@ def test_a_whole_state_and_its_samples_round_trip():
     ended = wire.ended_record(
         KEY, "cell", {"GPU": 1}, "failed", 12.5, "tcp://10.0.0.1:1", 2.5, 1 << 20, "ValueError: x"
     )
-    pools = [wire.pool_record("kernel-1", PUBLISHED, 100.0)]
+    pools = [wire.pool_record(PUBLISHED)]
     message = wire.update_message(
         "e", 3, 13.0, "tcp://s:1", [worker], [], [queued], 1, totals, [ended], 8787, pools, True
     )
@@ -109,6 +109,7 @@ def test_a_whole_state_and_its_samples_round_trip():
             resources={"CPU": 1, "MEMORY": 1 << 30, "GPU": 2, "GPU-A100": 2},
             max_workers=2,
             waiting=1,
+            launched=2,
             workers=[
                 PoolWorker(
                     name="a100x2-1", state="running", started="pid 42", address="tcp://w:1",
@@ -134,7 +135,7 @@ def test_a_whole_state_and_its_samples_round_trip():
 
 
 def test_a_pool_worker_has_the_states_the_provisioner_writes():
-    assert get_args(PoolWorkerState) == get_args(WorkerStateName)
+    assert get_args(PoolWorkerState) == get_args(pool_records.PoolWorkerState)
 
 
 def test_a_dashboard_link_only_where_the_scheduler_serves_one():
@@ -195,7 +196,7 @@ scheduler_plugin = loads(open(sys.argv[1], "rb").read())
 worker_plugin = loads(open(sys.argv[2], "rb").read())
 task = NS(key="cell-1-" + "a" * 32, prefix=NS(name="cell"), state="no-worker",
           resource_restrictions={"MEMORY": 3 << 30}, worker_restrictions=None,
-          host_restrictions=None)
+          host_restrictions=None, annotations=None)
 ws = NS(address="tcp://w:1", name="w", nthreads=2, memory_limit=0,
         resources={"MEMORY": 1 << 30}, processing=set(), long_running=set(), executing=set())
 scheduler_plugin.scheduler = NS(workers={"tcp://w:1": ws}, tasks={task.key: task}, address="s",
@@ -209,9 +210,10 @@ scheduler_plugin.log_event("client-1", {"key": task.key, "kind": "failed", "erro
 scheduler_plugin.transition(task.key, "no-worker", "erred")
 print(scheduler_plugin.ended.records()[0][3:])
 scheduler_plugin.log_event("taskcell-pools", {"kernel": "k1", "client": "c1", "pools": [
-    {"name": "p", "backend": "local", "resources": {"GPU": 2.0}, "max_workers": 1, "waiting": 0,
+    {"kernel": "k1", "name": "p", "backend": "local", "resources": {"GPU": 2.0},
+     "max_workers": 1, "waiting": 0, "launched": 1,
      "workers": [{"name": "p-1", "state": "running", "started": "pid 4", "address": "tcp://w:2",
-                  "since": 5.0, "idle": None, "error": None}]}]})
+                  "since": 5.0, "idle_since": None, "error": None}]}]})
 print(scheduler_plugin.pools)
 """
 
@@ -233,6 +235,8 @@ def test_the_plugins_run_where_taskcell_is_not_installed(tmp_path):
     assert worker == f"['tcp://w:1', 'w', 2, 0, {resources}, [], 0, 0]"
     assert "asks MEMORY=3 GiB; the most any worker has is 1 GiB, on tcp://w:1" in queue
     assert pools == (
-        "{'c1': [['k1', 'p', 'local', {'GPU': 2}, 1, 0, "
-        "[['p-1', 'running', 'pid 4', 'tcp://w:2', 5.0, None, None]]]]}"
+        "{'c1': [{'kernel': 'k1', 'name': 'p', 'backend': 'local', 'resources': {'GPU': 2}, "
+        "'max_workers': 1, 'waiting': 0, 'launched': 1, 'workers': [{'name': 'p-1', "
+        "'state': 'running', 'started': 'pid 4', 'address': 'tcp://w:2', 'since': 5.0, "
+        "'idle_since': None, 'error': None}]}]}"
     )
