@@ -227,13 +227,21 @@ def _untouched_shared() -> int:
 
 
 class _Child:
-    """One process the cell started (or one of theirs), as the sampler last saw it."""
+    """One process the cell started (or one of theirs), as the sampler last saw it.
 
-    def __init__(self, pid: int, forked: bool) -> None:
+    A child whose command line is its parent's is a copy of it (forked): the pages it still
+    shares with its parent are not its own. One seen only once may be a copy that is about to
+    run a new program (``subprocess`` forks, or vforks sharing its parent's memory outright, then
+    execs): it counts from its second sample, when its command line says which it is.
+    """
+
+    def __init__(self, pid: int, parent: int) -> None:
         self.pid = pid
-        self.forked = forked  # a copy of its parent, not a new program: pages shared with it
+        self.parent_command = _command_line(parent)
+        self.forked = _command_line(pid) == self.parent_command
         self.shared = 0
         self.shared_read = -SHARED_INTERVAL
+        self.samples = 0
         self.peak = 0  # its high-water mark, less what it shares
 
     def sample(self, now: float) -> bool:
@@ -241,6 +249,11 @@ class _Child:
         status = _status(self.pid)
         if "VmHWM" not in status:
             return False
+        self.samples += 1
+        if self.forked and _command_line(self.pid) != self.parent_command:
+            self.forked, self.shared = False, 0  # it ran a new program: all it holds is its own
+        if self.forked and self.samples == 1:
+            return True
         if self.forked and now - self.shared_read >= SHARED_INTERVAL:
             self.shared, self.shared_read = _shared_pages(self.pid), now
         self.peak = max(status["VmHWM"] - self.shared, 0)
@@ -337,8 +350,7 @@ class _Sampler(threading.Thread):
         self.peak = max(self.peak, _resident() + sum(c.peak for c in live))
 
     def _search(self) -> None:
-        """Find the cell's children and theirs: a new one is a copy of its parent (forked)
-        when its command line is its parent's."""
+        """Find the cell's children and theirs."""
         kids: dict[int, list[int]] = {}
         for pid, parent in _parents().items():
             kids.setdefault(parent, []).append(pid)
@@ -347,10 +359,7 @@ class _Sampler(threading.Thread):
         while todo:
             parent = todo.pop()
             for pid in kids.get(parent, ()):
-                child = self._children.get(pid)
-                if child is None:
-                    child = _Child(pid, _command_line(pid) == _command_line(parent))
-                found[pid] = child
+                found[pid] = self._children.get(pid) or _Child(pid, parent)
                 todo.append(pid)
         self._children = found
 
@@ -399,10 +408,13 @@ class PeakMemory:
         if not self.own or self._sampler is None or _imports is None:
             return _lifetime_peak()
         self._sampler.finish()
-        held = max(_status().get("VmHWM", 0), self._sampler.peak)
+        own = _status().get("VmHWM", 0)
+        held = max(own, self._sampler.peak)
+        # A child that ended between two samples. A child's figure holds its parent's pages
+        # until it runs a new program: one no larger than this process may be only those.
         children = _children_peak()
-        if children > max(self._children_before, self._sampler.largest_seen):
-            held = max(held, self._start + children)  # a child that ended between two samples
+        if children > max(self._children_before, self._sampler.largest_seen, own):
+            held = max(held, self._start + children)
         untouched = _untouched_shared() if self._shared else 0
         gained = held - untouched - (self._start - self._shared)
         libraries = _imports.held(self._loaded, self._namespace)
