@@ -96,7 +96,7 @@ def export_notebook(
     Returns
     -------
     str
-        The module's source; its first line begins with :data:`MARKER`. It compiles; warnings
+        The module's source; its first line begins with :data:`MARKER`. It parses; warnings
         (:class:`ExportWarning`) name each cell part that was left out (the notebook's own
         set-up, a package install, a Dask cluster a target runs without).
 
@@ -107,13 +107,27 @@ def export_notebook(
         Python, a bad ``%%task`` line, IPython syntax a module cannot run, a value that cannot
         travel between tasks, a request the target cannot express.
     """
-    from taskcell import config
     from taskcell.export.codegen import format_source
-    from taskcell.export.flow import plan_workflow
-    from taskcell.export.notebook import read_notebook
 
     if target not in TARGETS:
         raise ExportError(f"target= must be one of {', '.join(TARGETS)}, got {target!r}")
+    try:
+        source, notes = _render(notebook, target)
+    finally:
+        _give_memory_back()
+    for note in notes:
+        warnings.warn(f"taskcell: {note}", ExportWarning, stacklevel=2)
+    return _first_line(notebook, name) + (format_source(source) if format else source)
+
+
+def _render(
+    notebook: str | os.PathLike[str] | Mapping[str, Any], target: Target
+) -> tuple[str, list[str]]:
+    """The module's source (unformatted) and the notes to warn about."""
+    from taskcell import config
+    from taskcell.export.flow import plan_workflow
+    from taskcell.export.notebook import read_notebook
+
     presets = config.presets()
     try:
         workflow = plan_workflow(read_notebook(notebook, presets, strict=False), presets, target)
@@ -130,16 +144,23 @@ def export_notebook(
     else:
         from taskcell.export.latch_target import render_latch as render
     source, notes = render(workflow)
-    for note in [*workflow.notes, *notes]:
-        warnings.warn(f"taskcell: {note}", ExportWarning, stacklevel=2)
+    return source, [*workflow.notes, *notes]
+
+
+def _give_memory_back() -> None:
+    """Hand the memory an export freed back to the system, where the C library keeps it for
+    the process otherwise (glibc's ``malloc_trim``): a server that exported a long notebook
+    shrinks back."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()  # the plan's cycles, freed now rather than at some later allocation
     try:
-        compile(source, "<exported workflow>", "exec", dont_inherit=True)
-    except SyntaxError as e:  # a bug in taskcell, not in the notebook
-        raise ExportError(
-            f"taskcell generated a module that does not compile ({e.msg}, line {e.lineno}); "
-            f"please report this with the notebook"
-        ) from e
-    return _first_line(notebook, name) + (format_source(source) if format else source)
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):  # another C library: it keeps what it keeps
+        pass
 
 
 def _first_line(notebook: str | os.PathLike[str] | Mapping[str, Any], name: str | None) -> str:

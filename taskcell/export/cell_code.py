@@ -10,11 +10,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from taskcell.runner.analysis import analyze_cell
-
-_STRAIGHT = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Import, ast.ImportFrom,
-             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass, ast.Delete)  # fmt: skip
-
 
 def whole_lines(tree: ast.Module) -> list[bool]:
     """For each top-level statement: does it have its lines to itself?"""
@@ -36,23 +31,47 @@ def remove_statements(code: str, tree: ast.Module, statements: Iterable[ast.stmt
     return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop) + "\n"
 
 
-def show_last_value(code: str, silenced: bool, show: str) -> str:
-    """``code`` with its trailing expression shown as the notebook's ``Out[]`` (``show(...)``),
-    or kept as a statement when ``;`` silenced it; unchanged when it has none on lines of its
-    own."""
-    tree = ast.parse(code)
+Edit = tuple[int, int, list[str]]
+"""Lines ``first`` to ``last`` (1-based) of a cell's code, and the lines that replace them."""
+
+
+def apply_edits(code: str, edits: Iterable[Edit]) -> str:
+    """``code`` with each edit made (edits do not overlap)."""
+    lines = code.splitlines()
+    for first, last, replacement in sorted(edits, key=lambda e: e[0], reverse=True):
+        lines[first - 1 : last] = replacement
+    return "\n".join(lines) + "\n"
+
+
+def last_value_edit(code: str, tree: ast.Module, silenced: bool, show: str) -> Edit | None:
+    """The edit that shows a cell's trailing expression as the notebook's ``Out[]``
+    (``show(...)``); None where there is nothing to show: no trailing expression on lines of
+    its own, one ``;`` silenced, or a call of ``print`` or ``display``."""
     if not tree.body or not isinstance(tree.body[-1], ast.Expr) or silenced:
-        return code
+        return None
     last = tree.body[-1]
     if not whole_lines(tree)[-1] or _shows_nothing(last.value):
-        return code
-    lines = code.splitlines()
-    start, end = last.lineno, last.end_lineno or last.lineno
-    segment = ast.get_source_segment(code, last.value) or ast.unparse(last.value)
+        return None
+    segment = _segment(code.splitlines(), last.value)
     if isinstance(last.value, ast.Tuple) and not segment.lstrip().startswith("("):
         segment = f"({segment})"
-    lines[start - 1 : end] = f"{show}({segment})".splitlines()
-    return "\n".join(lines) + "\n"
+    return last.lineno, last.end_lineno or last.lineno, f"{show}({segment})".splitlines()
+
+
+def _segment(lines: list[str], node: ast.expr) -> str:
+    """The source of ``node`` in the code of ``lines`` (``ast.get_source_segment``, without
+    reading the whole code again)."""
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    end = node.end_col_offset
+    if first == last:
+        return _chars(lines[first])[node.col_offset : end].decode()
+    parts = [_chars(lines[first])[node.col_offset :].decode(), *lines[first + 1 : last]]
+    parts.append(_chars(lines[last])[:end].decode())
+    return "\n".join(parts)
+
+
+def _chars(line: str) -> bytes:
+    return line.encode()  # the parser's offsets count UTF-8 bytes
 
 
 def _shows_nothing(value: ast.expr) -> bool:
@@ -64,17 +83,37 @@ def _shows_nothing(value: ast.expr) -> bool:
     )
 
 
-def maybe_unbound(code: str, tree: ast.Module, outputs: tuple[str, ...]) -> set[str]:
-    """Outputs that some path through the cell leaves unbound (loop targets, one branch).
+def surely_bound(tree: ast.Module) -> set[str]:
+    """The names a cell's simple top-level statements bind, which every path through it binds
+    (assignments, imports, ``def``, ``class``); a name bound in a loop, a branch or a ``with``
+    is not among them."""
+    return {name for stmt in tree.body for name in statement_names(stmt) or ()}
 
-    The analysis answers: a name read after the cell's end is an input of cell-plus-read when
-    some path reaches that read without binding it.
+
+def statement_names(stmt: ast.stmt) -> list[str] | None:
+    """The names a simple statement binds (an assignment, an import, a ``def``, a ``class``);
+    None for a compound statement (a loop, a branch, a ``with``), which the cell analysis reads.
     """
-    if not outputs:
-        return set()
-    if all(isinstance(stmt, _STRAIGHT) for stmt in tree.body) and not any(
-        isinstance(node, (ast.NamedExpr, ast.Delete)) for node in ast.walk(tree)
-    ):
-        return set()  # straight-line code binds every name it binds
-    probe = analyze_cell(code + "\n(" + ", ".join(outputs) + ",)\n")
-    return set(probe.inputs) & set(outputs)
+    if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is None:
+            return []
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return [name for target in targets for name in _names(target)]
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).partition(".")[0] for a in stmt.names if a.name != "*"]
+    if isinstance(stmt, (ast.Expr, ast.Pass, ast.Delete, ast.Raise, ast.Assert)):
+        return []  # but for a walrus in it, which the cell's analysis has
+    return None
+
+
+def _names(target: ast.expr) -> list[str]:
+    """The names an assignment target binds: ``a``, ``a, (b, *c)``; none for ``a.b``, ``a[0]``."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return _names(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for item in target.elts for name in _names(item)]
+    return []

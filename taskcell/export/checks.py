@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from taskcell.errors import SpecError
 from taskcell.export.notebook import Cell, ExportError
@@ -86,13 +86,13 @@ def check_platform(cell: Cell, request: TaskRequest, platform: str) -> None:
         raise ExportError(f"{cell.label}: {e}") from e
 
 
-def history_notes(cell: Cell, bound: Iterable[str]) -> list[str]:
-    """A note per name the cell reads from IPython's output history, unless ``bound`` holds it."""
-    bound = set(bound)
+def history_notes(cell: Cell, bound: Callable[[str], bool]) -> list[str]:
+    """A note per name the cell reads from IPython's output history, unless the notebook
+    ``bound`` it itself."""
     return [
         f"{cell.label}: reads {name!r}, IPython's output history, which the module does not have"
         for name in cell.analysis.inputs
-        if _HISTORY.fullmatch(name) and name not in bound
+        if _HISTORY.fullmatch(name) and not bound(name)
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import io
 import keyword
@@ -13,7 +14,19 @@ import textwrap
 import tokenize
 from collections.abc import Iterable
 
-__all__ = ["Namer", "comment", "docstring", "format_source", "indent", "string_rows"]
+from taskcell.errors import ExportError
+
+__all__ = [
+    "Driver",
+    "Namer",
+    "comment",
+    "docstring",
+    "format_source",
+    "indent",
+    "module_source",
+    "parses",
+    "string_rows",
+]
 
 
 class Namer:
@@ -44,6 +57,39 @@ class Namer:
             i += 1
         self.taken.add(f"{second}_{i}")
         return f"{second}_{i}"
+
+
+class Driver(str):
+    """A driver's source: mostly the notebook's code, parsed when its cells were read. As long
+    as the notebook, it is not parsed again (see :func:`module_source`)."""
+
+
+def parses(code: str) -> str:
+    """``code``, checked to parse: a failure is a bug in taskcell, not in the notebook.
+
+    Raises
+    ------
+    ExportError
+        Naming the line, and asking for a report.
+    """
+    try:
+        ast.parse(code)
+    except SyntaxError as e:
+        raise ExportError(
+            f"taskcell generated a module that does not parse ({e.msg}: {e.text!r}); "
+            f"please report this with the notebook"
+        ) from e
+    return code
+
+
+def module_source(parts: Iterable[str]) -> str:
+    """A module from its top-level parts, each checked to parse but a :class:`Driver`.
+
+    Parsed part by part, never whole: a whole module's syntax tree takes memory in proportion
+    to the notebook, many times over, and time; the parts taskcell writes itself are checked.
+    """
+    kept = [part if isinstance(part, Driver) else parses(part) for part in parts if part.strip()]
+    return "\n\n\n".join(part.strip("\n") for part in kept) + "\n"
 
 
 def string_rows(code: str) -> set[int]:

@@ -28,16 +28,15 @@ cannot do):
   and runs a task cell that uses it in the driver, where its Dask work goes to that cluster; the
   ``flyte`` and ``latch`` targets leave it out and give the cells a stand-in that runs Dask in
   their own process (:func:`~taskcell.export.standalone.local_dask`).
-- **Names bound on some paths only** (a ``for`` target) are returned by a task only if a later
-  cell reads them, since the task fails if such a name is unbound.
+- **Names bound on some paths only** (a ``for`` target, a name bound in a branch) are returned
+  by a task only if a later cell reads them, since the task fails if such a name is unbound.
 - **Values that cannot travel**: a generator a cell binds and another task reads is refused.
 """
 
 from __future__ import annotations
 
 import ast
-import dataclasses
-import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -45,19 +44,13 @@ from typing import Literal
 from taskcell import config
 from taskcell.errors import SpecError
 from taskcell.export import checks
-from taskcell.export.cell_code import maybe_unbound, remove_statements, show_last_value
+from taskcell.export.cell_code import Edit, apply_edits, last_value_edit, surely_bound
 from taskcell.export.codegen import Namer
-from taskcell.export.hoisting import (
-    cell_imports,
-    hoisting,
-    special_imports,
-    statement_hoisted,
-)
+from taskcell.export.hoisting import CellImports, Hoisting, special_imports, statement_hoisted
 from taskcell.export.latch_types import ANY, FRAME_MAKERS, IMMUTABLE, Type, cell_types
 from taskcell.export.magics import Helpers
 from taskcell.export.notebook import Cell, EnvironmentDef, ExportError, Notebook, problems_error
-from taskcell.export.requests import TaskRequest, resolve_request
-from taskcell.runner.analysis import analyze_cell
+from taskcell.export.requests import TaskRequest, expression, is_dynamic, resolve_request
 from taskcell.spec import Environment, Resources
 
 __all__ = [
@@ -188,8 +181,6 @@ class Workflow:
         Tasks take the process-wide state (see the module docstring).
     ipython
         The notebook displays values or captures output: the module makes an IPython shell.
-    read_later
-        For each step's position, the names the cells after it read.
     callables
         How the code calls ``pathlib.Path`` and pandas' DataFrame makers, for the types
         (:mod:`taskcell.export.latch_types`).
@@ -204,7 +195,6 @@ class Workflow:
     names: frozenset[str] = frozenset()
     carries_state: bool = False
     ipython: bool = False
-    read_later: Mapping[int, frozenset[str]] = field(default_factory=dict)
     callables: frozenset[str] = frozenset({"pathlib.Path"})
 
     @property
@@ -218,22 +208,6 @@ class Workflow:
         for names in more:
             taken.update(names)
         return Namer(taken)
-
-
-#: Top-level statements that may define a function (``def``, ``f = lambda: ...``) or a class.
-_DEFINING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
-
-
-def _definitions(code: str, tree: ast.Module) -> dict[str, tuple[str, ...]]:
-    """Functions and classes a cell defines -> the global names their bodies read."""
-    defined: dict[str, tuple[str, ...]] = {}
-    for stmt in tree.body:
-        if isinstance(stmt, _DEFINING):
-            segment = ast.get_source_segment(code, stmt) or ast.unparse(stmt)
-            analysis = analyze_cell(segment)
-            for name in (*analysis.functions, *analysis.classes):
-                defined[name] = analysis.inputs
-    return defined
 
 
 @dataclass
@@ -279,28 +253,41 @@ def plan_workflow(
 
 
 class _Planner:
-    """Walks the cells in order, keeping what the driver holds under each name."""
+    """Walks the cells in order, keeping what the driver holds under each name.
+
+    A cell's syntax tree lives only while its cell is read: a first pass finds the imports and
+    the names each cell reads, a second plans the steps. Memory and time grow with the
+    notebook's length, never with its square.
+    """
 
     def __init__(
         self, notebook: Notebook, presets: Mapping[str, Resources], target: Target
     ) -> None:
         self.notebook, self.presets, self.target = notebook, presets, target
         self.helpers = notebook.helpers
-        cells = [c for c in notebook.cells if c.kind != "markdown"]
-        self.trees = {c.number: _parse(c.code) for c in cells}
-        self.imports = {c.number: cell_imports(c, self.trees[c.number]) for c in cells}
-        self.hoisted, self.hoisted_statements = hoisting(notebook.cells, self.trees, self.imports)
-        self.notes: list[str] = [note for cell in notebook.cells for note in cell.notes]
-        self.problems: list[str] = list(notebook.problems)
-        # Every name the notebook binds or reads, and those read after each cell.
-        self.names: set[str] = set(self.hoisted)
-        self.read_after: dict[int, set[str]] = {}
-        later: set[str] = set()
-        for cell in reversed(notebook.cells):
-            self.read_after[cell.number] = set(later)
-            reads = {*cell.analysis.inputs, *_expression_names(cell)}
-            later |= reads
+        hoisting = Hoisting()
+        self.imports: dict[int, CellImports] = {}
+        self.names: set[str] = set()
+        self.last_read: dict[str, int] = {}  # name -> the last cell that reads it
+        self.expression_names: dict[int, tuple[str, ...]] = {}
+        self.task_reads: set[str] = set()  # names a task cell reads
+        self.task_changes: set[str] = set()  # names a task cell may change in place
+        used: set[str] = set()
+        for cell in notebook.cells:
+            if cell.kind == "markdown":
+                continue
+            self.imports[cell.number] = hoisting.add(cell, _parse)
+            if cell.task is not None:
+                self.expression_names[cell.number] = _expression_names(cell)
+            reads = {*cell.analysis.inputs, *self.expression_names.get(cell.number, ())}
+            if cell.task is not None:
+                self.task_reads.update(reads)
+                self.task_changes.update(cell.analysis.mutated)
+            self.last_read.update(dict.fromkeys(reads, cell.number))
             self.names |= reads | set(cell.analysis.outputs)
+            used.update(cell.analysis.imports)
+        self.hoisted, self.hoisted_statements = hoisting.finish()
+        self.names |= self.hoisted
         # The module each import binds (top-level name: "np" -> "numpy"), and the import.
         self.modules: dict[str, str] = {}
         self.import_texts: dict[str, str] = {}
@@ -308,18 +295,24 @@ class _Planner:
             for name, text in found.names.items():
                 self.modules.setdefault(name, checks.imported_module(text))
                 self.import_texts.setdefault(name, text)
-        used = {m for c in cells for m in c.analysis.imports} | set(self.modules.values())
+        used = {m.partition(".")[0] for m in [*used, *self.modules.values()]}
         self.carries_state = bool(STATE_MODULES & used)
         self.draws = bool(FIGURE_MODULES & used)
+        self.callables = _callables(self.import_texts)
+        self.notes: list[str] = [note for cell in notebook.cells for note in cell.notes]
+        self.problems: list[str] = list(notebook.problems)
         self.module_globals = self.hoisted | set(self.helpers.names.values())
         self.state: dict[str, _Binding] = {}
+        self.types: dict[str, Type] = {}  # what the code makes certain of the names' types
         self.definitions: dict[str, tuple[str, ...]] = {}  # functions -> names they read
         self.clusters: set[str] = set()  # names holding the notebook's Client or cluster
         self.environments: dict[str, Environment] = {}
         self.env_defs: dict[str, EnvironmentDef] = {}
+        self.env_version = 0  # how many environment definitions the walk has met
+        self.built: dict[str, tuple[Resources, Resources]] = {}  # requests, by fixed line
+        self.built_under = 0
         self.used_envs: dict[EnvironmentDef, None] = {}
         self.steps: list[Step] = []
-        self.read_later: dict[int, frozenset[str]] = {}
         self.docstring = ""
         self.namer = Namer(self.names | set(self.helpers.names.values()))
         self.platform = config.get("platform")
@@ -331,21 +324,20 @@ class _Planner:
                 continue
             if cell.problems:
                 continue  # named already; the cells after it are still checked
-            code = self._prepare(cell)
-            if cell.task is not None and not self._in_driver(cell):
-                self._task(cell, code)
+            tree = _parse(cell.code)
+            self._check(cell, tree)
+            if cell.task is not None and not self._in_driver(cell, tree):
+                self._task(cell, tree)
             else:
-                self._driver(cell, code)
-            self.read_later[len(self.steps) - 1] = frozenset(self.read_after[cell.number])
+                self._driver(cell, tree)
         if self.problems:
             raise problems_error(self.problems)
-        self._type_steps()
         docstring = self.docstring
         if not docstring:
             where = f" {self.notebook.path}" if self.notebook.path else ""
             docstring = f"Workflow exported from the notebook{where} by taskcell."
         module_imports = list(self.hoisted_statements)
-        if "display" not in self.state and checks.reads_display(
+        if "display" not in self.names and checks.reads_display(
             c.code for c in self.notebook.cells
         ):
             module_imports.append("from IPython.display import display")
@@ -360,63 +352,20 @@ class _Planner:
             names=frozenset(self.names),
             carries_state=self.carries_state,
             ipython=checks.uses_ipython(self.notebook.cells, self.modules.values()),
-            read_later=self.read_later,
-            callables=self.callables(),
+            callables=self.callables,
         )
 
-    # -- types ----------------------------------------------------------------------------------
-
-    def callables(self) -> frozenset[str]:
-        """How the code calls ``pathlib.Path`` and pandas' DataFrame makers
-        (:mod:`taskcell.export.latch_types`): ``Path``, ``pd.DataFrame``, ``pd.read_csv``..."""
-        found = {"pathlib.Path"}
-        for name, text in self.import_texts.items():
-            module = checks.imported_module(text)
-            if text.startswith("from "):
-                if (module, text.split()[3]) in (("pathlib", "Path"),) or (
-                    module == "pandas" and text.split()[3] in FRAME_MAKERS
-                ):
-                    found.add(name)
-            elif module == "pandas":
-                found.update(f"{name}.{maker}" for maker in FRAME_MAKERS)
-        return frozenset(found)
-
-    def _type_steps(self) -> None:
-        """Each task's types, in notebook order; an input it changes in place that is of an
-        immutable type (``text.split()`` read as a change) is not returned after all."""
-        callables = self.callables()
-        env: dict[str, Type] = {}
-        for position, step in enumerate(self.steps):
-            if isinstance(step, DriverStep):
-                env.update(cell_types(_parse(step.code), env, callables))
-                for name in step.cell.analysis.mutated:
-                    if name in env and env[name].kind not in IMMUTABLE:
-                        env[name] = _changed(env[name])
-                for name in step.cell.analysis.deleted:
-                    env.pop(name, None)
-            elif isinstance(step, TaskStep):
-                types = {p: env.get(p, ANY) for p in step.params}
-                found = cell_types(_parse(step.body), types, callables)
-                kept = tuple(n for n in step.updates if types[n].kind not in IMMUTABLE)
-                outputs = step.cell.analysis.outputs
-                returns = tuple(n for n in step.returns if n in kept or n in outputs)
-                for name in returns:
-                    types[name] = found.get(name, _changed(types.get(name, ANY)))
-                    env[name] = types[name]
-                for name in step.deletes:
-                    env.pop(name, None)
-                self.steps[position] = dataclasses.replace(
-                    step, updates=kept, returns=returns, types=types
-                )
-
     # -- helpers --------------------------------------------------------------------------------
+
+    def _read_later(self, cell: Cell, name: str) -> bool:
+        return self.last_read.get(name, 0) > cell.number
 
     def _reach(self, start: Iterable[str]) -> list[str]:
         """The names read directly, and through the notebook functions they name."""
         seen: dict[str, None] = {}
         stack = list(start)
         while stack:
-            name = stack.pop(0)
+            name = stack.pop()
             if name not in seen:
                 seen[name] = None
                 stack.extend(self.definitions.get(name, ()))
@@ -451,9 +400,20 @@ class _Planner:
             cell.analysis.inputs, STATE_MODULES
         )
 
+    def _typed(self, names: Iterable[str]) -> bool:
+        """Whether the types of names a cell binds matter: Flyte types what a task reads;
+        the others need only know an immutable value a task seems to change."""
+        wanted = {"flyte": self.task_reads, "dask": self.task_changes}.get(self.target, set())
+        return not wanted.isdisjoint(names)
+
+    def _types_of(self, names: Iterable[str]) -> dict[str, Type]:
+        """The types known of ``names``: what a cell reading them starts from."""
+        return {name: self.types[name] for name in names if name in self.types}
+
     def _unbind(self, names: Iterable[str]) -> None:
         for name in names:
             self.state.pop(name, None)
+            self.types.pop(name, None)
             self.definitions.pop(name, None)
             self.clusters.discard(name)
 
@@ -466,28 +426,42 @@ class _Planner:
         else:
             self.steps.append(TextStep(cell, text))
 
-    def _prepare(self, cell: Cell) -> str:
-        """Checks every code cell passes; its code without the imports that moved to the top."""
-        tree = self.trees[cell.number]
+    def _check(self, cell: Cell, tree: ast.Module) -> None:
+        """What every code cell passes; the environments it defines."""
         self.problems += checks.module_problems(cell, tree)
-        self.notes += checks.history_notes(cell, [*self.state, *self.hoisted])
+        self.notes += checks.history_notes(cell, lambda n: n in self.state or n in self.hoisted)
         for env in cell.environments:
             self.environments[env.name] = Environment(env.name, env.resources)
             self.env_defs[env.name] = env
-        found = self.imports[cell.number]
-        removed: list[ast.stmt] = [
-            s for s in found.statements if statement_hoisted(s, self.hoisted)
-        ]
-        removed += special_imports(tree)
-        return remove_statements(cell.code, tree, removed) if removed else cell.code
+            self.env_version += 1
 
-    def _in_driver(self, cell: Cell) -> bool:
+    def _code(self, cell: Cell, tree: ast.Module, setups: list[tuple[ast.stmt, str]]) -> str:
+        """The cell's code as the module runs it: the imports that moved to the top taken out,
+        the notebook's cluster replaced where the target runs without it, the ``Out[]`` shown,
+        the figures closed where it draws."""
+        found = self.imports[cell.number]
+        removed = [s for s in found.statements if statement_hoisted(s, self.hoisted)]
+        edits: list[Edit] = [(s.lineno, s.end_lineno or s.lineno, []) for s in removed]
+        edits += [(s.lineno, s.end_lineno or s.lineno, []) for s in special_imports(tree)]
+        if setups and self.target != "dask":
+            edits += self._without_cluster(cell, setups)
+        shown = last_value_edit(
+            cell.code, tree, cell.analysis.last_expr_silenced, self.helpers("show")
+        )
+        if shown is not None:
+            edits.append(shown)
+        code = apply_edits(cell.code, edits) if edits else cell.code
+        if self.draws and self._reads_module(cell.analysis.inputs, FIGURE_MODULES):
+            code = code.rstrip("\n") + f"\n{self.helpers('close_figures')}()\n"
+        return code
+
+    def _in_driver(self, cell: Cell, tree: ast.Module) -> bool:
         """A task cell the ``dask`` target runs in the driver: it uses or makes the notebook's
         Dask cluster, which lives there."""
         if self.target != "dask":
             return False
         uses = [n for n in self._needed(cell.analysis.inputs) if n in self.clusters]
-        makes = checks.cluster_setups(self.trees[cell.number], self._dask_names())
+        makes = checks.cluster_setups(tree, self._dask_names())
         if not (uses or makes):
             return False
         what = f"uses the notebook's Dask client {uses[0]!r}" if uses else "makes a Dask cluster"
@@ -506,23 +480,55 @@ class _Planner:
             if module.partition(".")[0] in checks.DASK_PACKAGES
         }
 
-    def _finish(self, cell: Cell, code: str, reads: Iterable[str]) -> str:
-        """The cell's code with its ``Out[]`` shown and, where it draws, its figures closed."""
-        code = show_last_value(code, cell.analysis.last_expr_silenced, self.helpers("show"))
-        if self.draws and self._reads_module(reads, FIGURE_MODULES):
-            code = code.rstrip("\n") + f"\n{self.helpers('close_figures')}()\n"
-        return code
+    def _without_cluster(self, cell: Cell, setups: list[tuple[ast.stmt, str]]) -> list[Edit]:
+        """Flyte and Latch: the notebook's cluster left out, a stand-in in its place."""
+        lines = cell.code.splitlines()
+        stand_in = self.helpers("local_dask")
+        edits = []
+        for stmt, name in setups:
+            start, end = stmt.lineno, stmt.end_lineno or stmt.lineno
+            typed = [f"# {line}".rstrip() for line in lines[start - 1 : end]]
+            edits.append(
+                (
+                    start,
+                    end,
+                    [
+                        *typed,
+                        f"{name} = {stand_in}()  # taskcell: Dask runs in this process instead",
+                    ],
+                )
+            )
+            self.notes.append(
+                f"{cell.label}: the notebook's Dask cluster ({name!r}) is left out; "
+                f"{self.target} runs the cells' Dask work in each task's own process"
+            )
+        return edits
+
+    def _check_travel(self, cell: Cell, names: Iterable[str]) -> None:
+        """Refuse a cell that reads a generator another task bound: it cannot travel."""
+        for name in names:
+            binding = self.state.get(name)
+            if binding is not None and binding.generator and binding.generator != cell.label:
+                self.problems.append(
+                    f"{cell.label}: reads {name!r}, which {binding.generator} binds to a "
+                    f"generator; a generator cannot travel between tasks. Bind a list instead "
+                    f"({name} = [...])"
+                )
+
+    def _request(self, cell: Cell) -> TaskRequest:
+        """The cell's request; cells with the same line under the same environments share it."""
+        if self.env_version != self.built_under:
+            self.built.clear()
+            self.built_under = self.env_version
+        return resolve_request(cell, self.presets, self.environments, self.built)
 
     # -- cells ----------------------------------------------------------------------------------
 
-    def _driver(self, cell: Cell, code: str) -> None:
-        tree = _parse(code)
+    def _driver(self, cell: Cell, tree: ast.Module) -> None:
+        analysis = cell.analysis
         setups = checks.cluster_setups(tree, self._dask_names())
-        if setups and self.target != "dask":
-            code = self._without_cluster(cell, code, setups)
+        code = self._code(cell, tree, setups)
         self.clusters.update(name for _, name in setups)
-        code = self._finish(cell, code, cell.analysis.inputs)
-        analysis = analyze_cell(code) if code != cell.code else cell.analysis
         reads = self._needed(analysis.inputs)
         run_imports = []
         for name in reads:
@@ -537,49 +543,29 @@ class _Planner:
             self.steps.append(DriverStep(cell, code, tuple(run_imports), changes))
         only = self.imports[cell.number]
         generators = checks.generator_names(tree)
+        set_up = {name for _, name in setups}
         for name in analysis.outputs:
             text = only.names[name] if name in only.only else None
             binding = _Binding("module", text) if text else _Binding("value")
             binding.generator = cell.label if name in generators else None
             self.state[name] = binding
             self.definitions.pop(name, None)
-            if name not in (n for _, n in setups):
+            if name not in set_up:
                 self.clusters.discard(name)
-        if analysis.functions or analysis.classes or "lambda" in code:
-            self.definitions.update(_definitions(code, _parse(code)))
+        # What a notebook function reads: at most what its cell reads (one analysis a cell).
+        self.definitions.update(
+            dict.fromkeys([*analysis.functions, *analysis.classes], analysis.inputs)
+        )
+        if self._typed(analysis.outputs):
+            self.types.update(cell_types(tree, self._types_of(analysis.inputs), self.callables))
+        for name in analysis.mutated:
+            if name in self.types and self.types[name].kind not in IMMUTABLE:
+                self.types[name] = _changed(self.types[name])
         self._unbind(analysis.deleted)
 
-    def _without_cluster(self, cell: Cell, code: str, setups: list[tuple[ast.stmt, str]]) -> str:
-        """Flyte and Latch: the notebook's cluster left out, a stand-in in its place."""
-        lines = code.splitlines()
-        stand_in = self.helpers("local_dask")
-        for stmt, name in sorted(setups, key=lambda s: s[0].lineno, reverse=True):
-            start, end = stmt.lineno, stmt.end_lineno or stmt.lineno
-            typed = [f"# {line}".rstrip() for line in lines[start - 1 : end]]
-            lines[start - 1 : end] = [
-                *typed,
-                f"{name} = {stand_in}()  # taskcell: Dask runs in this process instead",
-            ]
-            self.notes.append(
-                f"{cell.label}: the notebook's Dask cluster ({name!r}) is left out; "
-                f"{self.target} runs the cells' Dask work in each task's own process"
-            )
-        return "\n".join(lines) + "\n"
-
-    def _check_travel(self, cell: Cell, names: Iterable[str]) -> None:
-        """Refuse a cell that reads a generator another task bound: it cannot travel."""
-        for name in names:
-            binding = self.state.get(name)
-            if binding is not None and binding.generator and binding.generator != cell.label:
-                self.problems.append(
-                    f"{cell.label}: reads {name!r}, which {binding.generator} binds to a "
-                    f"generator; a generator cannot travel between tasks. Bind a list instead "
-                    f"({name} = [...])"
-                )
-
-    def _task(self, cell: Cell, code: str) -> None:
+    def _task(self, cell: Cell, tree: ast.Module) -> None:
         try:
-            request = resolve_request(cell, self.presets, self.environments)
+            request = self._request(cell)
         except ExportError as e:
             self.problems.append(str(e))
             return
@@ -604,7 +590,9 @@ class _Planner:
                 local_imports.append(binding.import_text or "")
             else:
                 params.append(name)
-        expression_names = [n for n in _expression_names(cell) if n not in module_globals]
+        expression_names = [
+            n for n in self.expression_names[cell.number] if n not in module_globals
+        ]
         for name in expression_names:
             if name not in state:
                 field = next(f for f, text in request.dynamic.items() if name in text)
@@ -631,24 +619,28 @@ class _Planner:
         }
 
         only = self.imports[cell.number].only
-        body = self._finish(cell, code, analysis.inputs)
-        tree = _parse(code)
-        maybe = maybe_unbound(code, tree, analysis.outputs)
-        generators = checks.generator_names(tree)
-        read_later = self.read_after[cell.number]
+        types = {p: self.types.get(p, ANY) for p in params}
         updates = tuple(
             n
             for n in analysis.mutated
-            if n in params and n not in self.definitions and n not in self.clusters
+            if n in params
+            and n not in self.definitions
+            and n not in self.clusters
+            and types[n].kind not in IMMUTABLE
         )
+        outputs = [n for n in analysis.outputs if n not in module_globals and n not in only]
+        # A name no later cell reads comes back for main()'s results only where every path
+        # through the cell binds it: a task fails returning an unbound name.
+        bound = surely_bound(tree)
+        generators = checks.generator_names(tree)
         returns = [
             n
-            for n in analysis.outputs
-            if n not in module_globals
-            and n not in only
-            and n not in updates
-            and (n not in maybe or n in read_later)
-            and (n in read_later or (self.target != "flyte" and n not in generators))
+            for n in outputs
+            if n not in updates
+            and (
+                self._read_later(cell, n)
+                or (self.target != "flyte" and n in bound and n not in generators)
+            )
         ]
         for name in returns:
             if name in generators:
@@ -656,6 +648,10 @@ class _Planner:
                     f"{cell.label}: binds {name!r} to a generator, which cannot travel from a "
                     f"task, and a later cell reads it. Bind a list instead ({name} = [...])"
                 )
+        typed = self.target == "flyte" or self._typed(returns)  # Flyte types what tasks return
+        found = cell_types(tree, types, self.callables) if typed else {}
+        for name in (*updates, *returns):
+            types[name] = found.get(name, _changed(types.get(name, ANY)))
         assert cell.task is not None
         preferred = cell.task.name or (
             f"compute_{returns[0]}" if returns else f"cell_{cell.number}"
@@ -667,7 +663,7 @@ class _Planner:
                 self.namer.fresh(preferred, f"{preferred}_task"),
                 tuple(params),
                 (*updates, *returns),
-                body,
+                self._code(cell, tree, []),
                 request,
                 updates=updates,
                 local_imports=tuple(dict.fromkeys(local_imports)),
@@ -678,6 +674,7 @@ class _Planner:
                 after=tuple(sorted(a for a in after if a is not None)),
                 environment=environment,
                 changes_state=self._changes_state(cell),
+                types=types,
             )
         )
         for name in (*updates, *analysis.outputs):
@@ -686,8 +683,28 @@ class _Planner:
                 state[name] = _Binding("module", import_text, in_driver=False)
             elif name in updates or name in returns:
                 state[name] = _Binding("future", producer=position)
+                self.types[name] = types[name]
             self.definitions.pop(name, None)
         self._unbind(n for n in analysis.deleted if n not in analysis.outputs)
+
+
+def _callables(import_texts: Mapping[str, str]) -> frozenset[str]:
+    """How the code calls ``pathlib.Path`` and pandas' DataFrame makers
+    (:mod:`taskcell.export.latch_types`): ``Path``, ``pd.DataFrame``, ``pd.read_csv``..."""
+    found = {"pathlib.Path"}
+    for name, text in import_texts.items():
+        module = checks.imported_module(text)
+        if text.startswith("from "):
+            imported = text.split()[3]
+            if (module, imported) == ("pathlib", "Path") or (
+                module == "pandas" and imported in FRAME_MAKERS
+            ):
+                found.add(name)
+        elif module == "pandas":
+            found.update(f"{name}.{maker}" for maker in FRAME_MAKERS)
+        elif module == "pathlib":
+            found.add(f"{name}.Path")
+    return frozenset(found)
 
 
 def _changed(t: Type) -> Type:
@@ -713,15 +730,14 @@ def _expression_names(cell: Cell) -> tuple[str, ...]:
         return ()  # the request's own error names the cell
 
 
-@functools.lru_cache(maxsize=256)
 def _fields_names(fields: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    """The task's names the expressions read, in the order they are read (the cell analysis's)."""
-    from taskcell.runner.task_line import is_dynamic
-    from taskcell.spec import Expression
-
+    """The task's names the expressions read, in the order the text names them."""
     found: dict[str, None] = {}
     for name, text in fields:
         if is_dynamic(name, text):
-            names = Expression(text).names
-            found.update(dict.fromkeys(n for n in analyze_cell(text.strip()).inputs if n in names))
+            names = expression(text).names
+            found.update(dict.fromkeys(w for w in _WORD.findall(text) if w in names))
     return tuple(found)
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")

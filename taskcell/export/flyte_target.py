@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from taskcell.export.codegen import Namer, docstring, indent
+from taskcell.export.codegen import Driver, Namer, docstring, indent, module_source
 from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
 from taskcell.export.latch_types import ANY, Type, has_path, is_known
 from taskcell.export.notebook import ExportError
@@ -218,8 +218,7 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
     sources = helpers(workflow, imports, copy=True)
     parts = [docstring(workflow.docstring), imports.render(), *sources, *start]
     parts += ["\n".join(env_lines), *functions, main_source, cli]
-    source = "\n\n\n".join(part.strip("\n") for part in parts if part.strip()) + "\n"
-    return source, notes
+    return module_source(parts), notes
 
 
 def _environments(
@@ -349,9 +348,8 @@ class _Writer:
 
         body = driver_body(self.workflow, call)
         doc = '"""Run the notebook\'s workflow: its code cells here, its %%task cells as tasks."""'
-        return f"@{driver_env}.task\nasync def {self.main}() -> None:\n    {doc}\n" + "\n\n".join(
-            map(indent, body)
-        )
+        head = f"@{driver_env}.task\nasync def {self.main}() -> None:\n    {doc}\n"
+        return Driver(head + "\n\n".join(map(indent, body)))
 
     def _bindings(self, step: TaskStep) -> tuple[str, list[str]]:
         """What a task's call binds, and the lines that take its changes in place and state."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from taskcell.export.cell_code import remove_statements, whole_lines
@@ -85,78 +85,96 @@ def statement_hoisted(stmt: ast.stmt, hoisted: set[str]) -> bool:
     return all(alias_text(stmt, alias)[0] in hoisted for alias in stmt.names)
 
 
-def hoisting(
-    cells: tuple[Cell, ...], trees: Mapping[int, ast.Module], imports: Mapping[int, CellImports]
-) -> tuple[set[str], list[str]]:
-    """The names whose imports move to the module's top, and those import statements."""
-    # Where the notebook's import prologue ends: the first driver statement that is not an
-    # import, or the first task cell.
-    prologue: set[int] = set()  # ids of statements in it
-    open_ = True
-    texts: dict[str, set[str | None]] = {}
-    deleted: set[str] = set()
-    first_in_prologue: dict[str, bool] = {}
-    for cell in cells:
-        if cell.kind == "markdown":
-            continue
-        found = imports[cell.number]
+def _has_code(code: str) -> bool:
+    return any(line.strip() and not line.lstrip().startswith("#") for line in code.splitlines())
+
+
+class Hoisting:
+    """Decides, cell by cell in notebook order, which imports move to the module's top; each
+    cell's tree is needed only while :meth:`add` reads it."""
+
+    def __init__(self) -> None:
+        self.open = True  # still in the notebook's import prologue
+        self.prologue: set[int] = set()  # ids of the import statements in it
+        self.texts: dict[str, set[str | None]] = {}  # name -> the imports that bind it
+        self.deleted: set[str] = set()
+        self.first_in_prologue: dict[str, bool] = {}
+        self.cells: list[tuple[Cell, CellImports, list[str]]] = []
+
+    def add(self, cell: Cell, parse: Callable[[str], ast.Module]) -> CellImports:
+        """Read one code cell (parsed with ``parse`` only where it imports); its movable
+        imports."""
+        if "import" in cell.code:
+            tree = parse(cell.code)
+            found = cell_imports(cell, tree)
+            statements = tree.body
+            special = [
+                ast.get_source_segment(cell.code, stmt) or ast.unparse(stmt)
+                for stmt in special_imports(tree)
+            ]
+        else:  # nothing to move: read without parsing
+            found, special = CellImports(), []
+            statements = [ast.Pass()] if _has_code(cell.code) else []
         if cell.task is not None:
-            open_ = False
+            self.open = False
         else:
-            for stmt in trees[cell.number].body:
-                if open_ and stmt in found.statements:
-                    prologue.add(id(stmt))
+            for stmt in statements:
+                if self.open and stmt in found.statements:
+                    self.prologue.add(id(stmt))
                 elif not isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                    open_ = False
+                    self.open = False
         for name in cell.analysis.outputs:
             text = found.names.get(name) if name in found.only else None
-            texts.setdefault(name, set()).add(text)
-            if name not in first_in_prologue:
+            self.texts.setdefault(name, set()).add(text)
+            if name not in self.first_in_prologue and not found.statements:
+                self.first_in_prologue[name] = False
+            elif name not in self.first_in_prologue:
                 stmt_ids = {
                     id(s)
                     for s in found.statements
                     if any(alias_text(s, a)[0] == name for a in s.names)
                 }
-                first_in_prologue[name] = bool(stmt_ids) and stmt_ids <= prologue
-        deleted.update(cell.analysis.deleted)
-    hoisted = {
-        name
-        for name, seen in texts.items()
-        if len(seen) == 1
-        and None not in seen
-        and name not in deleted
-        and first_in_prologue.get(name, False)
-    }
-    # A statement moves only if every name it binds does; drop names tied to one that stays.
-    changed = True
-    while changed:
-        changed = False
-        for found in imports.values():
+                self.first_in_prologue[name] = bool(stmt_ids) and stmt_ids <= self.prologue
+        self.deleted.update(cell.analysis.deleted)
+        self.cells.append((cell, found, special))
+        return found
+
+    def finish(self) -> tuple[set[str], list[str]]:
+        """The names whose imports move to the module's top, and those import statements."""
+        hoisted = {
+            name
+            for name, seen in self.texts.items()
+            if len(seen) == 1
+            and None not in seen
+            and name not in self.deleted
+            and self.first_in_prologue.get(name, False)
+        }
+        # A statement moves only if every name it binds does; drop names tied to one that stays.
+        changed = True
+        while changed:
+            changed = False
+            for _, found, _ in self.cells:
+                for stmt in found.statements:
+                    aliases = [alias_text(stmt, a)[0] for a in stmt.names]
+                    if any(a in hoisted for a in aliases) and not all(
+                        a in hoisted for a in aliases
+                    ):
+                        hoisted.difference_update(aliases)
+                        changed = True
+        return hoisted, self._statements(hoisted)
+
+    def _statements(self, hoisted: set[str]) -> list[str]:
+        """The import statements for the module's top, ``__future__`` first, in notebook order."""
+        statements: dict[str, None] = {}
+        for cell, found, special in self.cells:
+            statements.update(dict.fromkeys(special))
             for stmt in found.statements:
-                aliases = [alias_text(stmt, a)[0] for a in stmt.names]
-                if any(a in hoisted for a in aliases) and not all(a in hoisted for a in aliases):
-                    hoisted.difference_update(aliases)
-                    changed = True
-    return hoisted, _statements(cells, trees, imports, prologue, hoisted)
-
-
-def _statements(
-    cells: Iterable[Cell],
-    trees: Mapping[int, ast.Module],
-    imports: Mapping[int, CellImports],
-    prologue: set[int],
-    hoisted: set[str],
-) -> list[str]:
-    """The import statements for the module's top, ``__future__`` first, in notebook order."""
-    statements: dict[str, None] = {}
-    for cell in cells:
-        if cell.kind == "markdown":
-            continue
-        tree = trees[cell.number]
-        for stmt in special_imports(tree):
-            statements.setdefault(ast.get_source_segment(cell.code, stmt) or ast.unparse(stmt))
-        for stmt in imports[cell.number].statements:
-            if cell.task is None and id(stmt) in prologue and statement_hoisted(stmt, hoisted):
-                statements.setdefault(ast.get_source_segment(cell.code, stmt) or ast.unparse(stmt))
-    future = [s for s in statements if s.startswith("from __future__")]
-    return future + [s for s in statements if s not in future]
+                if (
+                    cell.task is None
+                    and id(stmt) in self.prologue
+                    and statement_hoisted(stmt, hoisted)
+                ):
+                    text = ast.get_source_segment(cell.code, stmt) or ast.unparse(stmt)
+                    statements.setdefault(text)
+        future = [s for s in statements if s.startswith("from __future__")]
+        return future + [s for s in statements if s not in future]

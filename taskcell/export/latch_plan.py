@@ -29,9 +29,11 @@ Types come from :mod:`taskcell.export.latch_types`; a value of unknown type trav
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from taskcell.export.cell_code import statement_names
 from taskcell.export.codegen import comment
 from taskcell.export.flow import DriverStep, Namer, Step, TaskStep, TextStep, Workflow
 from taskcell.export.hoisting import alias_text
@@ -194,58 +196,56 @@ class _Planner:
         self.code_steps = [
             (i, s) for i, s in enumerate(steps) if isinstance(s, DriverStep | TaskStep)
         ]
-        self.trees = {i: ast.parse(_code(s)) for i, s in self.code_steps}
-        self.reads_after = self._reads_after(steps)
+        self.last_read: dict[str, int] = {}  # name -> the last step that reads it
+        for i, step in self.code_steps:
+            reads = step.params if isinstance(step, TaskStep) else step.cell.analysis.inputs
+            self.last_read.update(dict.fromkeys(reads, i))
         self.params: dict[str, Param] = {}
         self.literals: dict[int, list[ast.stmt]] = {}
         self.definitions: dict[int, list[ast.stmt]] = {}
+        self.imports_of: dict[str, str] = {}  # name -> the first import that binds it
         self.module_code: list[str] = []
         self.module_names: set[str] = set(self.hoisted)
 
-    # -- passes over the whole notebook -------------------------------------------------------
+    def _read_after(self, i: int, name: str) -> bool:
+        """Whether a step after the ``i``-th reads ``name``."""
+        return self.last_read.get(name, -1) > i
 
-    def _reads_after(self, steps: tuple[Step, ...]) -> dict[int, set[str]]:
-        """For each step, the names the steps after it read."""
-        later: set[str] = set()
-        after: dict[int, set[str]] = {}
-        for i in range(len(steps) - 1, -1, -1):
-            after[i] = set(later)
-            step = steps[i]
-            if isinstance(step, DriverStep):
-                later |= set(analyze_cell(step.code).inputs)
-            elif isinstance(step, TaskStep):
-                later |= set(step.params)
-        return after
-
-    def _binding_counts(self) -> dict[str, int]:
-        """How many top-level statements of code cells, and task cells, bind each name."""
-        counts: dict[str, int] = {}
-        for i, step in self.code_steps:
-            if isinstance(step, TaskStep):
-                outputs = [step.cell.analysis.outputs]
-            else:
-                code = step.code
-                outputs = [analyze_cell(_text(code, [stmt])).outputs for stmt in self.trees[i].body]
-            for names in outputs:
-                for name in names:
-                    counts[name] = counts.get(name, 0) + 1
-        return counts
+    # -- a pass over the whole notebook -------------------------------------------------------
 
     def _split_code_cells(self) -> None:
-        """Find the parameters and the definitions of the code cells."""
-        self.counts = self._binding_counts()
+        """Find the parameters and the definitions of the code cells: statements that bind a
+        name no other statement of the notebook binds."""
+        counts: dict[str, int] = {}
+        candidates: list[tuple[int, ast.stmt, bool]] = []  # step, statement, a definition?
         for i, step in self.code_steps:
-            if not isinstance(step, DriverStep):
+            if isinstance(step, TaskStep):
+                counts.update({n: counts.get(n, 0) + 1 for n in step.cell.analysis.outputs})
                 continue
-            tree = self.trees[i]
-            self.definitions[i] = []
-            self.literals[i] = []
+            tree = ast.parse(step.code)
+            for name, text in _imports(tree).items():
+                self.imports_of.setdefault(name, text)
+            seen: set[str] = set()
             for stmt, alone in zip(tree.body, _alone(tree), strict=True):
-                if alone and _is_definition(stmt):
-                    self.definitions[i].append(stmt)
-                elif alone and (param := self._param(stmt, step.code, self.counts)) is not None:
-                    self.params[param.name] = param
-                    self.literals[i].append(stmt)
+                names = statement_names(stmt)
+                if names is None:  # a compound statement: the analysis says what it binds
+                    names = list(analyze_cell(_text(step.code, [stmt])).outputs)
+                counts.update({n: counts.get(n, 0) + 1 for n in names})
+                seen.update(names)
+                if alone and (_is_definition(stmt) or _is_assignment(stmt)):
+                    candidates.append((i, stmt, _is_definition(stmt)))
+            # What no statement above binds plainly (a walrus in an expression) binds too.
+            unseen = [n for n in step.cell.analysis.outputs if n not in seen]
+            counts.update({n: counts.get(n, 0) + 1 for n in unseen})
+        self.counts = counts
+        for i, stmt, definition in candidates:
+            self.definitions.setdefault(i, [])
+            self.literals.setdefault(i, [])
+            if definition:
+                self.definitions[i].append(stmt)
+            elif (param := self._param(stmt, _code(self.workflow.steps[i]), counts)) is not None:
+                self.params[param.name] = param
+                self.literals[i].append(stmt)
 
     def _param(self, stmt: ast.stmt, code: str, counts: Mapping[str, int]) -> Param | None:
         """The parameter ``NAME = LITERAL`` makes, if the notebook binds NAME nowhere else."""
@@ -262,10 +262,7 @@ class _Planner:
     def _module_level(self) -> None:
         """Move the definitions that can go to the top; what they read becomes module constants
         or imports. The others stay in their cells."""
-        imports: dict[str, str] = {}
-        for i, _ in self.code_steps:
-            for name, text in _imports(self.trees[i]).items():
-                imports.setdefault(name, text)
+        imports = self.imports_of
         candidates: dict[str, tuple[int, ast.stmt, tuple[str, ...]]] = {}
         for i, stmts in self.definitions.items():
             code = _code(self.workflow.steps[i])
@@ -331,7 +328,7 @@ class _Planner:
         outputs = tuple(
             (name, self.types[name])
             for name, i in self.bound_at.items()
-            if name not in self.reads_after[i] and is_known(self.types[name])
+            if not self._read_after(i, name) and is_known(self.types[name])
         )
         params = tuple(self.params.values())
         return LatchPlan(tuple(self.module_code), params, tuple(tasks), tuple(body), outputs)
@@ -347,17 +344,25 @@ class _Planner:
     def _driver(self, i: int, step: DriverStep) -> LatchTask | None:
         """A code cell's task: the cell without its parameters and moved definitions (None if
         nothing else is left but imports)."""
-        for stmt in self.literals[i]:
+        moved = [*self.definitions.get(i, ()), *self.literals.get(i, ())]
+        for stmt in self.literals.get(i, ()):
             name = stmt.targets[0].id  # type: ignore[attr-defined]
             if name in self.params:
                 self.types[name] = self.params[name].type
-        code = _without(step.code, [*self.definitions[i], *self.literals[i]])
+        code = _without(step.code, moved) if moved else step.code
         tree = ast.parse(code)
         own_imports = _imports(tree)
         if all(isinstance(s, ast.Import | ast.ImportFrom) for s in tree.body):
             self.imported.update(own_imports)
             return None
-        analysis = analyze_cell(code)
+        # The cell's own analysis, less the imports that moved to the module's top, unless
+        # statements moved too.
+        if moved:
+            analysis = analyze_cell(code)
+        else:
+            analysis = step.cell.analysis
+            outputs = tuple(n for n in analysis.outputs if n not in self.hoisted)
+            analysis = dataclasses.replace(analysis, outputs=outputs)
         inputs = [n for n in analysis.inputs if n in self.types]
         needed = [self.imported[n] for n in analysis.inputs if n in self.imported]
         changed = [
@@ -401,7 +406,7 @@ class _Planner:
                 self.imported[name] = own_imports[name]
                 continue
             t = transport(found.get(name, ANY))  # changed in place: of any type now
-            if name in self.reads_after[i] or (self.last_binding.get(name) == i and is_known(t)):
+            if self._read_after(i, name) or (self.last_binding.get(name) == i and is_known(t)):
                 returns.append((name, t))
                 self.types[name] = t
                 self.bound_at[name] = i
@@ -440,5 +445,13 @@ def _code(step: Step) -> str:
 def _outputs(step: DriverStep | TaskStep) -> list[str]:
     if isinstance(step, TaskStep):
         return list(step.returns)
-    analysis = analyze_cell(step.code)
-    return [*analysis.outputs, *analysis.mutated]
+    return [*step.cell.analysis.outputs, *step.cell.analysis.mutated]
+
+
+def _is_assignment(stmt: ast.stmt) -> bool:
+    """``NAME = VALUE``: a candidate parameter."""
+    return (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+    )

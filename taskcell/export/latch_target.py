@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from taskcell.errors import SpecError
-from taskcell.export.codegen import Namer, docstring, indent
+from taskcell.export.codegen import Namer, docstring, indent, module_source
 from taskcell.export.flow import TaskStep, Workflow
 from taskcell.export.latch_plan import LatchPlan, LatchTask, Param, plan_latch
 from taskcell.export.latch_types import ANY, Type, has_path, path_shape
@@ -330,8 +330,7 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
     # The imports last: every other part may have asked for one.
     parts = [docstring(workflow.docstring), writer.imports.render(), *sources, *start]
     parts += [*plan.module_code, *resource_functions, *tasks, *workflow_source]
-    source = "\n\n\n".join(part.strip("\n") for part in parts if part.strip()) + "\n"
-    return source, notes
+    return module_source(parts), notes
 
 
 def _workflow(plan: LatchPlan, writer: _Writer, namer: Namer, workflow: Workflow) -> list[str]:

@@ -121,7 +121,7 @@ def _collection(kind: Kind, items: list[Type]) -> Type:
 
 def _path(node: ast.Call, path_names: frozenset[str]) -> Type:
     """``Path("x.csv")``: a file if the last name has a suffix, else a directory."""
-    func = ast.unparse(node.func)
+    func = _dotted(node.func)
     if func not in path_names or not func.endswith("Path") or len(node.args) != 1 or node.keywords:
         return ANY
     arg = node.args[0]
@@ -129,6 +129,17 @@ def _path(node: ast.Call, path_names: frozenset[str]) -> Type:
         return ANY
     name = arg.value.rstrip("/").rsplit("/", 1)[-1]
     return Type("file") if "." in name.strip(".") and not arg.value.endswith("/") else Type("dir")
+
+
+def _dotted(node: ast.expr) -> str:
+    """``pd.read_csv`` for the callee ``pd.read_csv``; empty for any other expression."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([node.id, *reversed(parts)])
 
 
 def _method(func: ast.Attribute, receiver: Type) -> Type:
@@ -173,7 +184,7 @@ def _call(node: ast.Call, env: Mapping[str, Type], path_names: frozenset[str]) -
     path = _path(node, path_names)
     if path != ANY:
         return path
-    callee = ast.unparse(func)
+    callee = _dotted(func)
     if callee in path_names and callee.rpartition(".")[2] in FRAME_MAKERS:
         return FRAME
     if isinstance(func, ast.Attribute):

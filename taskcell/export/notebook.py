@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -203,6 +204,10 @@ def read_notebook(
     return found
 
 
+#: A ``%%task`` line as the magic reads it; notebooks repeat a few lines many times.
+_task_line = functools.lru_cache(maxsize=1024)(parse_task_line)
+
+
 def _source(number: int, raw: object) -> tuple[str, str]:
     if not isinstance(raw, Mapping):
         raise ExportError(f"cell {number} is not a notebook cell: {raw!r:.60}")
@@ -253,6 +258,18 @@ class _Reader:
         body = "\n".join(lines) + "\n"
         task = self._task_line([line for name, line in stack if name == "task"])
         wrappers = [(name, line) for name, line in stack if name != "task"]
+        plain = self._plain(body) if not wrappers else None
+        if plain is not None:  # plain Python: analysed once, read no further
+            return Cell(
+                self.number,
+                "task" if task is not None else "code",
+                self.source,
+                body,
+                plain,
+                task,
+                notes=tuple(self.notes),
+                problems=tuple(self.problems),
+            )
         code = self._body(body, wrappers)
         if task is not None and self.envs:
             self.problems.append(
@@ -274,13 +291,23 @@ class _Reader:
             tuple(dict.fromkeys(self.roles)),
         )
 
+    def _plain(self, body: str) -> CellAnalysis | None:
+        """The analysis of a body that is plain Python, calling no ``get_ipython()``; None for
+        any other."""
+        if "get_ipython" in body:
+            return None
+        try:
+            return analyze_cell(body)
+        except SyntaxError:
+            return None  # IPython syntax, or an error the IPython path names
+
     def _task_line(self, lines: list[str]) -> TaskLine | None:
         if not lines:
             return None
         if len(lines) > 1:
             self.problems.append(f"{self.label}: %%task is given twice")
         try:
-            return parse_task_line(lines[0])
+            return _task_line(lines[0])
         except SpecError as e:
             self.problems.append(f"{self.label}: {e}")
             return TaskLine()

@@ -9,15 +9,23 @@ against the task's arguments when it is called. Everything else is resolved now.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from taskcell.errors import SpecError
 from taskcell.export.notebook import Cell, ExportError
-from taskcell.runner.task_line import TaskLine, build_request, is_dynamic
+from taskcell.runner import task_line
+from taskcell.runner.task_line import TaskLine, build_request
 from taskcell.spec import BUILTIN_PRESETS, Environment, Expression, Resources
 
-__all__ = ["TaskRequest", "resolve_request"]
+__all__ = ["TaskRequest", "expression", "is_dynamic", "resolve_request"]
+
+#: Whether ``--name text`` is computed when the cell runs (the magic's rule); a notebook
+#: repeats a few fields many times.
+is_dynamic = functools.lru_cache(maxsize=4096)(task_line.is_dynamic)
+#: A dynamic value's expression, read once (refused with a SpecError when it is no expression).
+expression = functools.lru_cache(maxsize=4096)(Expression)
 
 
 @dataclass(frozen=True)
@@ -59,8 +67,12 @@ def resolve_request(
     cell: Cell,
     presets: Mapping[str, Resources],
     environments: Mapping[str, Environment],
+    built: dict[str, tuple[Resources, Resources]] | None = None,
 ) -> TaskRequest:
     """The request of a task cell, with the environments defined before it.
+
+    ``built`` keeps the requests built so far under these environments, by their fixed line:
+    cells that ask for the same share one, and a notebook's length costs no more than that.
 
     Raises
     ------
@@ -72,17 +84,19 @@ def resolve_request(
     assert line is not None
     dynamic = {name: text for name, text in line.fields.items() if is_dynamic(name, text)}
     fixed = {name: text for name, text in line.fields.items() if name not in dynamic}
+    whole_line = TaskLine(preset=line.preset, fields=fixed, extra=line.extra, env=line.env)
+    key = repr(whole_line)
     try:
         for text in dynamic.values():
-            Expression(text)
-        whole = build_request(
-            TaskLine(preset=line.preset, fields=fixed, extra=line.extra, env=line.env),
-            lambda: presets,
-            environments,
-            {},
-        )
-        own_line = TaskLine(preset=line.preset, fields=fixed, extra=line.extra)
-        own = build_request(own_line, lambda: presets, {}, {})
+            expression(text)
+        if built is None or key not in built:
+            whole = build_request(whole_line, lambda: presets, environments, {})
+            own_line = TaskLine(preset=line.preset, fields=fixed, extra=line.extra)
+            own = build_request(own_line, lambda: presets, {}, {})
+            if built is not None:
+                built[key] = (whole, own)
+        else:
+            whole, own = built[key]
     except SpecError as e:
         raise ExportError(f"{cell.label}: {e}") from e
     builtin = line.preset is not None and presets.get(line.preset) == BUILTIN_PRESETS.get(
