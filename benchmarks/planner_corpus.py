@@ -130,6 +130,96 @@ WORKLOADS = [
 ]
 
 
+#: A second corpus, written after the built-in factors were read off the first: other data
+#: (long strings, dates, tabs, nested JSON, hex tokens, float32 and int8 arrays, bzip2) and
+#: other code (``parse_dates``, ``pivot_table``, ``json_normalize``, ``readlines``,
+#: ``csv.DictReader``, ``astype``, ``@``, ``mmap_mode``). Two rules came from it: arrays of
+#: small integers widen in arithmetic, and ``DictReader`` rows are dicts.
+MORE_WORKLOADS = [
+    Workload(
+        "read_csv, long strings", "longtext.csv", "import pandas as pd\ndf = pd.read_csv({path!r})"
+    ),
+    Workload(
+        "read_csv, parse_dates",
+        "dates.csv",
+        "import pandas as pd\ndf = pd.read_csv({path!r}, parse_dates=['d'])",
+    ),
+    Workload(
+        "read_table, 0/1 flags", "flags.tsv", "import pandas as pd\ndf = pd.read_table({path!r})"
+    ),
+    Workload(
+        "pivot_table",
+        "sales.csv",
+        "import pandas as pd\ndf = pd.read_csv({path!r})\n"
+        "table = df.pivot_table(index='store', columns='item', values='qty', aggfunc='sum')",
+    ),
+    Workload(
+        "describe", "sales.csv", "import pandas as pd\nsummary = pd.read_csv({path!r}).describe()"
+    ),
+    Workload(
+        "json.load, nested",
+        "nested.json",
+        "import json\nwith open({path!r}) as f:\n    data = json.load(f)",
+    ),
+    Workload(
+        "read_json lines, nested",
+        "nested.jsonl",
+        "import pandas as pd\ndf = pd.read_json({path!r}, lines=True)",
+    ),
+    Workload(
+        "json_normalize",
+        "nested.jsonl",
+        "import json, pandas as pd\nwith open({path!r}) as f:\n"
+        "    rows = [json.loads(line) for line in f]\ndf = pd.json_normalize(rows)",
+    ),
+    Workload("split hex tokens", "hex.txt", "tokens = open({path!r}).read().split()"),
+    Workload("readlines", "prose.txt", "with open({path!r}) as f:\n    lines = f.readlines()"),
+    Workload(
+        "read_text().splitlines()",
+        "prose.txt",
+        "from pathlib import Path\nlines = Path({path!r}).read_text().splitlines()",
+    ),
+    Workload(
+        "np.fromfile float32, rfft",
+        "f32.bin",
+        "import numpy as np\nspectrum = np.fft.rfft(np.fromfile({path!r}, dtype=np.float32))",
+    ),
+    Workload(
+        "int8 array as float64",
+        "int8.npy",
+        "import numpy as np\na = np.load({path!r})\nb = a.astype(np.float64)",
+    ),
+    Workload(
+        "matrix product", "matrix.npy", "import numpy as np\nm = np.load({path!r})\np = m @ m.T"
+    ),
+    Workload(
+        "gzip json lines",
+        "tags.jsonl.gz",
+        "import gzip, json\nwith gzip.open({path!r}, 'rt') as f:\n"
+        "    rows = [json.loads(line) for line in f]",
+    ),
+    Workload(
+        "read_csv, bzip2", "floats.csv.bz2", "import pandas as pd\ndf = pd.read_csv({path!r})"
+    ),
+    Workload(
+        "word counts, streamed",
+        "prose.txt",
+        "from collections import Counter\ncounts = Counter()\nwith open({path!r}) as f:\n"
+        "    for line in f:\n        counts.update(line.split())",
+    ),
+    Workload(
+        "csv.DictReader rows",
+        "sales.csv",
+        "import csv\nwith open({path!r}) as f:\n    rows = list(csv.DictReader(f))",
+    ),
+    Workload(
+        "np.load, mmap_mode",
+        "matrix.npy",
+        "import numpy as np\nm = np.load({path!r}, mmap_mode='r')\ntop = float(m[:100].sum())",
+    ),
+]
+
+
 def _rng(seed: int):
     import numpy as np
 
@@ -225,6 +315,64 @@ def _write_text(path: pathlib.Path, nbytes: int) -> None:
             written += len(block)
 
 
+def _write_lines(path: pathlib.Path, lines, opener=open) -> None:
+    """Write ``lines`` (an iterable of lines, or one string) with ``opener`` (gzip.open, ...)."""
+    with opener(path, "wt") as f:
+        if isinstance(lines, str):
+            f.write(lines)
+        else:
+            f.writelines(lines)
+
+
+def _nested(rows: int) -> list[dict]:
+    return [
+        {"id": i, "tags": ["a", "b", str(i % 7)], "meta": {"x": i / 3, "y": f"v{i % 100}"}}
+        for i in range(rows)
+    ]
+
+
+def _users(rows: int):
+    import json
+
+    return (
+        json.dumps({"id": i, "user": {"name": f"u{i % 1000}", "age": i % 90}, "score": i / 7})
+        + "\n"
+        for i in range(rows)
+    )
+
+
+def _more_frames(name: str, rows: int):
+    import numpy as np
+    import pandas as pd
+
+    rng = _rng(7)
+    if name == "longtext":
+        letters = np.array(list("abcdefghij klmnop"))
+        notes = ["".join(row) for row in letters[rng.integers(0, len(letters), (rows, 90))]]
+        return pd.DataFrame({"id": np.arange(rows), "note": notes})
+    if name == "dates":
+        stamps = pd.date_range("2020", periods=rows, freq="s").astype(str)
+        return pd.DataFrame({"d": stamps, "v": rng.random(rows)})
+    if name == "flags":
+        return pd.DataFrame(rng.integers(0, 2, (rows, 20)))
+    return pd.DataFrame(
+        {
+            "store": rng.integers(0, 50, rows),
+            "item": rng.integers(0, 200, rows),
+            "qty": rng.integers(1, 9, rows),
+            "price": rng.random(rows).round(2),
+        }
+    )
+
+
+def _hex(path: pathlib.Path, k: float) -> None:
+    rng = _rng(8)
+    lines = (
+        " ".join(rng.bytes(16).hex() for _ in range(40_000)) + "\n" for _ in range(int(60 * k))
+    )
+    _write_lines(path, lines)
+
+
 #: Each input at full size: how to write it, given its path and the share of the full size.
 _WRITERS: dict[str, Callable[[pathlib.Path, float], None]] = {
     "floats.csv": lambda p, k: _floats(int(1_600_000 * k)).to_csv(p, index=False),
@@ -238,6 +386,29 @@ _WRITERS: dict[str, Callable[[pathlib.Path, float], None]] = {
     "array.npy": lambda p, k: __import__("numpy").save(p, _rng(6).random(int(20_000_000 * k))),
     "mixed.parquet": lambda p, k: _mixed(int(2_000_000 * k)).to_parquet(p),
     "frame.pkl": lambda p, k: _floats(int(2_000_000 * k)).to_pickle(p),
+    "longtext.csv": lambda p, k: _more_frames("longtext", int(400_000 * k)).to_csv(p, index=False),
+    "dates.csv": lambda p, k: _more_frames("dates", int(800_000 * k)).to_csv(p, index=False),
+    "flags.tsv": lambda p, k: _more_frames("flags", int(800_000 * k)).to_csv(
+        p, sep="\t", index=False
+    ),
+    "sales.csv": lambda p, k: _more_frames("sales", int(1_200_000 * k)).to_csv(p, index=False),
+    "nested.json": lambda p, k: p.write_text(__import__("json").dumps(_nested(int(300_000 * k)))),
+    "nested.jsonl": lambda p, k: _write_lines(p, _users(int(400_000 * k))),
+    "hex.txt": _hex,
+    "prose.txt": lambda p, k: _write_text(p, int(16 * MiB * k)),
+    "f32.bin": lambda p, k: _rng(9).random(int(30_000_000 * k)).astype("float32").tofile(p),
+    "int8.npy": lambda p, k: __import__("numpy").save(
+        p, _rng(10).integers(0, 100, int(60_000_000 * k)).astype("int8")
+    ),
+    "matrix.npy": lambda p, k: __import__("numpy").save(p, _rng(11).random((3000, 3000))),
+    "tags.jsonl.gz": lambda p, k: _write_lines(
+        p,
+        (f'{{"k": {i}, "v": "{"x" * (i % 20)}"}}\n' for i in range(int(500_000 * k))),
+        gzip.open,
+    ),
+    "floats.csv.bz2": lambda p, k: _write_lines(
+        p, _floats(int(600_000 * k)).to_csv(index=False), __import__("bz2").open
+    ),
 }
 
 
