@@ -13,6 +13,7 @@ import type {
   IRetireResult,
   IScaleResult,
   IStartedCluster,
+  IStartWorkerResult,
   IStopResult,
   ISuggestionInfo,
   ITaskOutput
@@ -56,6 +57,11 @@ export interface IResourcesClient {
   scale(id: string, workers: number): Promise<IScaleResult>;
   stop(id: string): Promise<IStopResult>;
   retire(id: string, worker: string): Promise<IRetireResult>;
+  startWorker(
+    id: string,
+    kernel: string,
+    pool: string
+  ): Promise<IStartWorkerResult>;
   output(id: string, key: string): Promise<ITaskOutput>;
   plannerChoices(): Promise<IPlannerChoices>;
   suggest(request: ISuggestionRequest): Promise<ISuggestionInfo>;

@@ -11,6 +11,7 @@ import type {
   IRetireResult,
   IScaleResult,
   IStartedCluster,
+  IStartWorkerResult,
   IStopResult,
   ISuggestionInfo,
   ISuggestionRequest,
@@ -83,6 +84,17 @@ export class ResourcesClient implements IResourcesClient {
 
   retire(id: string, worker: string): Promise<IRetireResult> {
     return this._post<IRetireResult>(`${this._cluster(id)}/retire`, { worker });
+  }
+
+  startWorker(
+    id: string,
+    kernel: string,
+    pool: string
+  ): Promise<IStartWorkerResult> {
+    return this._post<IStartWorkerResult>(`${this._cluster(id)}/start-worker`, {
+      kernel,
+      pool
+    });
   }
 
   output(id: string, key: string): Promise<ITaskOutput> {

@@ -435,6 +435,11 @@ export interface IPoolView {
   shape: string;
   /** "1 of 2 workers · 3 tasks waiting": its workers starting, running or retiring. */
   detail: string;
+  /**
+   * Whether another worker may start (fewer than its max_workers are up): the sidebar
+   * offers to start one.
+   */
+  startable: boolean;
   workers: IPoolWorkerView[];
 }
 
@@ -583,6 +588,15 @@ export interface IStopResult {
  */
 export interface IRetireResult {
   worker: string;
+}
+
+/**
+ * `POST /taskcell/api/clusters/<id>/start-worker` with `{"kernel", "pool"}`: the
+ * kernel was asked for one more worker of its pool; the pool shows it starting.
+ */
+export interface IStartWorkerResult {
+  kernel: string;
+  pool: string;
 }
 
 /** `POST /taskcell/api/clusters`: the embedded cluster this server started. */

@@ -146,7 +146,7 @@ export class SidebarModel implements IDisposable {
     return this._cancelling;
   }
 
-  /** Whether an action on the cluster (start, scale, stop, retire) is under way. */
+  /** Whether an action on the cluster (start, scale, stop, retire, start a pool's worker) is under way. */
   get busy(): boolean {
     return this._busy;
   }
@@ -245,6 +245,17 @@ export class SidebarModel implements IDisposable {
       await this._act(
         () => this.client.retire(id, address),
         `Could not retire ${address}`
+      );
+    }
+  }
+
+  /** Ask `kernel` for one more worker of its `pool` (nothing is stopped: no question). */
+  async startWorker(kernel: string, pool: string): Promise<void> {
+    const id = this._clusterId;
+    if (id !== null) {
+      await this._act(
+        () => this.client.startWorker(id, kernel, pool),
+        `Could not start a worker of pool ${pool}`
       );
     }
   }

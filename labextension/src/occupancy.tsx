@@ -220,7 +220,10 @@ function Group(props: { model: SidebarModel; group: IGroupView }): JSX.Element {
   );
 }
 
-/** A pool: its title, shape and counts, then each worker it started, with a Retire button. */
+/**
+ * A pool: its title, shape and counts, a button that starts one more worker (while fewer than
+ * its max-workers are up), then each worker it started, with a Retire button.
+ */
 function Pool(props: {
   model: SidebarModel;
   pool: IPoolView;
@@ -244,6 +247,19 @@ function Pool(props: {
       <h4 className="jp-taskcell-pool-title">{pool.title}</h4>
       <p className="jp-taskcell-pool-shape">{pool.shape}</p>
       <p className="jp-taskcell-more jp-taskcell-pool-detail">{pool.detail}</p>
+      <button
+        type="button"
+        className="jp-taskcell-start-worker jp-mod-styled"
+        disabled={model.busy || !pool.startable}
+        title={
+          pool.startable
+            ? `Start one more worker of pool ${pool.name}; it retires once idle`
+            : `All the workers pool ${pool.name} may have are up (max-workers)`
+        }
+        onClick={() => void model.startWorker(pool.kernel, pool.name)}
+      >
+        Start a worker
+      </button>
       <ul className="jp-taskcell-pool-workers">
         {pool.workers.map(w => (
           <li

@@ -12,7 +12,9 @@ import type {
   IResourcesClient,
   IRetireResult,
   IScaleResult,
+  IPoolView,
   IStartedCluster,
+  IStartWorkerResult,
   IStopResult,
   ISuggestionInfo,
   ISuggestionRequest,
@@ -80,6 +82,15 @@ class FakeClient implements IResourcesClient {
   async retire(id: string, worker: string): Promise<IRetireResult> {
     this.calls.push(`retire ${worker}`);
     return { worker };
+  }
+
+  async startWorker(
+    id: string,
+    kernel: string,
+    pool: string
+  ): Promise<IStartWorkerResult> {
+    this.calls.push(`start-worker ${kernel} ${pool}`);
+    return { kernel, pool };
   }
 
   async output(id: string, key: string): Promise<ITaskOutput> {
@@ -310,6 +321,31 @@ describe('the sidebar draws the view the server sends', () => {
       container.querySelector<HTMLButtonElement>('.jp-taskcell-stop')!.click()
     );
     expect(client.calls).toEqual(['cancel cell-3-0123', 'scale 3', 'stop']);
+  });
+
+  it("starts a pool's worker without asking, while fewer than its max are up", async () => {
+    const pool = (name: string, startable: boolean): IPoolView => ({
+      name,
+      kernel: 'k',
+      title: `${name} · local`,
+      shape: 'CPU=1, MEMORY=1 GiB',
+      detail: startable
+        ? '0 of 1 worker · 0 tasks waiting'
+        : '1 of 1 worker · 0 tasks waiting',
+      startable,
+      workers: []
+    });
+    const pools = [pool('spare', true), pool('full', false)];
+    await answer(state({ ...view(), pools_title: 'Pools: 2', pools }));
+    const button = (name: string): HTMLButtonElement =>
+      container.querySelector<HTMLButtonElement>(
+        `.jp-taskcell-pool[data-name='${name}'] .jp-taskcell-start-worker`
+      )!;
+    expect(button('full').disabled).toBe(true);
+    vi.mocked(actions.confirm).mockClear();
+    await act(async () => button('spare').click());
+    expect(client.calls).toEqual(['start-worker k spare']);
+    expect(actions.confirm).not.toHaveBeenCalled();
   });
 
   it('offers no scale or stop for a cluster taskcell did not start', async () => {

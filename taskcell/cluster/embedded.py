@@ -4,9 +4,11 @@ jupyter_client interrupts a kernel by signalling its whole process group, so a c
 inside the kernel's group would die at the first ■ (interrupt). The cluster therefore runs in a
 child process that starts a new session (``python -m taskcell.cluster.embedded SPEC``): an
 interrupt reaches only the kernel, which then stops the one cell it means to stop. The child
-runs a ``SpecCluster`` named :data:`NAME` (the Jupyter server scales and stops it by that name),
-prints the scheduler's address as soon as the scheduler listens, and ends the cluster when the
-kernel closes its stdin, which also happens when the kernel dies.
+runs a ``SpecCluster`` named :data:`NAME`, prints the scheduler's address as soon as the
+scheduler listens, and ends the cluster when the kernel closes its stdin, which also happens
+when the kernel dies, or when it is stopped through its scheduler: the sidebar scales and
+stops it there (:mod:`taskcell.cluster.embedded_control`), and the kernel starts a new one at
+its next ``%%task``.
 
 One worker (the default, ``taskcell.embedded-cluster.n-workers``) runs in the child process
 itself, beside the scheduler: cells run in processes of their own anyway, and the cluster is up
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -54,6 +57,7 @@ class EmbeddedCluster:
         )
         self.n_workers = 0 if workers is None else len(workers)
         self._address: str | None = None
+        self._ending = False
         self._reading = threading.Lock()
 
     def address(self) -> str:
@@ -76,7 +80,15 @@ class EmbeddedCluster:
         return self.address()
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        """Running, and not ending: a cluster stopped through its scheduler says so on its
+        stdout (:func:`announce_stop`) before it answers, so a cell run after the sidebar heard
+        the answer starts a new cluster rather than meet this one closing."""
+        if self._ending or self.proc.poll() is not None:
+            return False
+        stdout = self.proc.stdout
+        if self._address is not None and stdout and select.select([stdout], [], [], 0)[0]:
+            self._ending = True  # the notice, or the end of the pipe: nothing else comes
+        return not self._ending
 
     def close(self) -> None:
         """Stop the scheduler and its workers, and wait for them."""
@@ -122,6 +134,11 @@ def _declined() -> str | None:
     if not config.get("embedded-cluster.start-early"):
         return "taskcell.embedded-cluster.start-early is off"
     return None
+
+
+def announce_stop() -> None:
+    """In the child: tell the kernel the cluster ends, stopped through its scheduler."""
+    print(json.dumps({"stopping": True}), flush=True)
 
 
 def spawn_worker(address: str, name: str, options: dict[str, Any]) -> subprocess.Popen[bytes]:

@@ -4,8 +4,8 @@ processes (``python -m taskcell.cluster.embedded_worker ADDRESS SPEC``).
 
 A worker process imports Dask, waits for the scheduler's port to open, and serves. Its
 :class:`EmbeddedWorker` starts it again when it exits, as a nanny would, unless it did not live
-:data:`RESTART_AFTER` seconds (it would only fail again). The Jupyter server scales the cluster
-by copying a worker's spec (``taskcell.extension.control_plugin``), which starts one more.
+:data:`RESTART_AFTER` seconds (it would only fail again) or is being retired. The cluster
+scales and stops itself through its scheduler (:mod:`taskcell.cluster.embedded_control`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ import asyncio
 import importlib
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from distributed.core import Status
@@ -55,6 +58,11 @@ class EmbeddedWorker(ProcessInterface):
     def _spawn(self) -> subprocess.Popen[bytes]:
         return spawn_worker(self.scheduler_address, self.name, self.options)
 
+    def stop_keeping(self) -> None:
+        """Do not start the process again when it exits: it is being retired."""
+        if self._keeper is not None:
+            self._keeper.cancel()
+
     async def _keep(self) -> None:
         started = time.monotonic()
         while self.proc is not None:
@@ -66,8 +74,7 @@ class EmbeddedWorker(ProcessInterface):
 
     async def close(self) -> None:
         """SIGTERM, then SIGKILL after :data:`STOP_GRACE` seconds."""
-        if self._keeper is not None:
-            self._keeper.cancel()
+        self.stop_keeping()
         proc = self.proc
         if proc is not None and proc.poll() is None:
             proc.terminate()
@@ -81,9 +88,12 @@ class EmbeddedWorker(ProcessInterface):
 async def run_cluster(
     port: int, workers: dict[str, dict[str, Any]], started: dict[str, subprocess.Popen[bytes]]
 ) -> None:
-    """Serve the cluster on ``port`` until stdin closes, adopting the ``started`` worker
-    processes; a worker not started runs in this process."""
+    """Serve the cluster on ``port`` until stdin closes or it is stopped through its scheduler
+    (:mod:`~taskcell.cluster.embedded_control`), adopting the ``started`` worker processes; a
+    worker not started runs in this process."""
     from distributed import Scheduler, SpecCluster, Worker
+
+    from taskcell.cluster.embedded_control import EmbeddedControls
 
     _started.update(started)
     specs: dict[str, dict[str, Any]] = {
@@ -104,11 +114,29 @@ async def run_cluster(
         asynchronous=True,
         silence_logs=logging.CRITICAL,
     ) as cluster:
+        ended = asyncio.Event()
+        EmbeddedControls(cluster, next(iter(workers.values())), ended.set).install()
         said = {"address": cluster.scheduler_address, "workers": len(workers)}
         print(json.dumps(said), flush=True)
         dashboard = asyncio.ensure_future(_add_dashboard(cluster.scheduler))
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.buffer.read)
+        _when_stdin_closes(ended.set)
+        await ended.wait()
         dashboard.cancel()
+
+
+def _when_stdin_closes(callback: Callable[[], None]) -> None:
+    """Call ``callback`` on the running loop once stdin closes (the kernel closed it, or died).
+    The reading thread is a daemon, so that a cluster stopped through its scheduler need not
+    wait for it; it reads the descriptor, not ``sys.stdin``, whose lock it would hold while the
+    interpreter ends."""
+    loop = asyncio.get_running_loop()
+
+    def read() -> None:
+        while os.read(sys.stdin.fileno(), 1 << 16):
+            pass
+        loop.call_soon_threadsafe(callback)
+
+    threading.Thread(target=read, name="taskcell-embedded-stdin", daemon=True).start()
 
 
 async def _add_dashboard(scheduler: Any) -> None:

@@ -28,6 +28,8 @@ START_TOPIC = "taskcell-pool-start"
 #: being retired; retired: retired and stopped; failed: it did not connect, or not with its
 #: pool's shape.
 PoolWorkerState = Literal["starting", "running", "retiring", "retired", "failed"]
+# The states of the workers that hold a place in their pool's ``max_workers``.
+UP: tuple[PoolWorkerState, ...] = ("starting", "running", "retiring")
 
 
 class PoolWorker(TypedDict):
@@ -66,3 +68,8 @@ class PoolInfo(TypedDict):
     waiting: int
     launched: int
     workers: list[PoolWorker]
+
+
+def workers_up(pool: PoolInfo) -> int:
+    """How many of ``pool``'s workers hold a place in its ``max_workers``."""
+    return sum(1 for w in pool["workers"] if w["state"] in UP)

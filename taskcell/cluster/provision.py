@@ -50,12 +50,13 @@ from taskcell.cluster import connect
 from taskcell.cluster.pool_records import (
     POOLS_TOPIC,
     START_TOPIC,
+    UP,
     PoolInfo,
     PoolWorker,
     PoolWorkerState,
 )
 from taskcell.cluster.pools import Pool, configured_pools
-from taskcell.cluster.provision_core import ACTIVE, Claim, Decision, Logged, Seen, Worker, decide
+from taskcell.cluster.provision_core import Claim, Decision, Logged, Seen, Worker, decide
 from taskcell.cluster.provision_core import Monotonic as _Monotonic
 from taskcell.errors import ClusterError
 
@@ -126,7 +127,8 @@ class Provisioner:
         self._log: deque[Logged] = deque(maxlen=DECISIONS_KEPT)
         self._offset = time.time() - time.monotonic()  #: monotonic -> the scheduler's clock
         self._ready = threading.Event()
-        self._closing = False
+        self._closing = False  #: shutting down: no more ticks
+        self._closed = False  #: shut down: the thread ends
         self._changed = True
         self._failure: BaseException | None = None
         self.kernel = ""  #: this kernel's id (its client's id outside a kernel), once connected
@@ -285,10 +287,11 @@ class Provisioner:
         self._ready.set()
         interval = _seconds(config.get("provisioning.interval"))
         try:
-            while not self._closing:
+            while not self._closed:  # until _shutdown ends: leaving earlier would cancel it
                 # A scheduler that does not answer: the cells say so, and the next tick tries.
                 with contextlib.suppress(OSError, asyncio.TimeoutError):
-                    await self._tick()
+                    if not self._closing:
+                        await self._tick()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._woken.wait(), interval)
                 self._woken.clear()
@@ -541,11 +544,12 @@ class Provisioner:
     async def _shutdown(self) -> None:
         self._closing = True
         with self._lock:
-            names = [w.name for w in self._workers if w.state in ACTIVE]
+            names = [w.name for w in self._workers if w.state in UP]
             for name in names:
                 self._enter(name, "retired", "the kernel closed")
         await asyncio.gather(*(self._stop(name) for name in names), return_exceptions=True)
         await self.client.close()
+        self._closed = True
         self._woken.set()
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, NewType
 
-from taskcell.cluster.pool_records import PoolWorkerState
+from taskcell.cluster.pool_records import UP, PoolWorkerState
 from taskcell.cluster.pools import Pool
 from taskcell.spec.amounts import show_request
 
@@ -46,8 +46,6 @@ Monotonic = NewType("Monotonic", float)
 #: retire: it idled past the pool's idle-timeout; decline: a worker the sidebar asked for was not
 #: started.
 Action = Literal["start", "connect", "leave", "fail", "retire", "decline"]
-#: Workers that hold a place in their pool's ``max-workers``.
-ACTIVE: tuple[PoolWorkerState, ...] = ("starting", "running", "retiring")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,7 +238,7 @@ def _starts(
             for w in mine
             if w.state == "starting" or (w.state == "running" and w.idle_since is not None)
         )
-        active = sum(1 for w in mine if w.state in ACTIVE)
+        active = sum(1 for w in mine if w.state in UP)
         room = pool.max_workers - active
         by_claims, by_sidebar = max(0, need - coming), asked.get(name, 0)
         n = max(0, min(by_claims + by_sidebar, room))

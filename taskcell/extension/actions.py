@@ -3,7 +3,8 @@
 A browser names a task by its key and a worker by its address; the server acts only on what the
 cluster's latest snapshot shows (a running or waiting task, a pool's connected worker), so a
 page cannot stop what nobody can see, and only through its own client of that cluster
-(:class:`~taskcell.extension.watch.ClusterWatch`). Every body is a JSON object of known fields.
+(:class:`~taskcell.extension.watch.ClusterWatch`); it asks a kernel for a worker only of a pool
+the snapshot shows that kernel has. Every body is a JSON object of known fields.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from taskcell.extension.control import MAX_WORKERS
 from taskcell.extension.payloads import shown
-from taskcell.planner.schema import Snapshot
+from taskcell.planner.schema import PoolInfo, Snapshot
 
 #: Longest key accepted; taskcell's keys are a name and a 32-digit uuid.
 MAX_KEY = 1000
@@ -25,10 +26,16 @@ class ActionRequestError(ValueError):
 
 
 def _only(data: dict[str, Any], fields: tuple[str, ...], action: str) -> None:
-    """Refuse fields other than ``fields`` (none or one)."""
+    """Refuse fields other than ``fields``."""
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        takes = f"{fields[0]!r} alone" if len(fields) == 1 else "no field"
+        takes = (
+            "no field"
+            if not fields
+            else f"{fields[0]!r} alone"
+            if len(fields) == 1
+            else " and ".join(map(repr, fields))
+        )
         raise ActionRequestError(
             f"unknown field(s) {', '.join(shown(f) for f in unknown[:5])}; {action} takes {takes}"
         )
@@ -68,6 +75,15 @@ def parse_retire(data: dict[str, Any]) -> str:
     return _text(data, "worker", "a pool worker's address", MAX_ADDRESS)
 
 
+def parse_start_worker(data: dict[str, Any]) -> tuple[str, str]:
+    """The kernel and pool of a checked ``{"kernel": "...", "pool": "..."}`` body."""
+    _only(data, ("kernel", "pool"), "start-worker")
+    return (
+        _text(data, "kernel", "the id of the kernel whose pool it is", MAX_KEY),
+        _text(data, "pool", "a pool's name", MAX_KEY),
+    )
+
+
 def parse_nothing(data: dict[str, Any], action: str) -> None:
     """A body that must be empty (``{}``) for ``action``."""
     _only(data, (), action)
@@ -92,3 +108,9 @@ def pool_workers(snapshot: Snapshot | None) -> set[str]:
         for w in p["workers"]
         if w["state"] == "running" and w["address"] in live
     }
+
+
+def shown_pool(snapshot: Snapshot | None, kernel: str, name: str) -> PoolInfo | None:
+    """The pool ``name`` of ``kernel`` as ``snapshot`` shows it; None where it does not."""
+    pools = snapshot["pools"] if snapshot is not None else []
+    return next((p for p in pools if p["kernel"] == kernel and p["name"] == name), None)

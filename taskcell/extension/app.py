@@ -46,6 +46,9 @@ class TaskcellExtension(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.started = ServerClusters()
+        #: Addresses of the kernels' embedded clusters the sidebar stopped: their kernels
+        #: record them until their next %%task starts another, and they are not listed.
+        self.stopped: set[str] = set()
         self.hub = ClusterHub(
             feed.planner_feed,
             idle_after=self.idle_timeout,

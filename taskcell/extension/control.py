@@ -8,7 +8,9 @@ clusters this server starts (:class:`ServerClusters`) are a scheduler and worker
 in processes of their own, advertising what it has as the embedded cluster's workers do; the
 server scales and stops them itself, and stops them when it stops. A pool's worker is retired
 through the scheduler (``retire_workers``), which moves the results it holds; the kernel's
-provisioner then sees it gone.
+provisioner then sees it gone. One more worker of a pool is asked of its kernel's provisioner
+through an event on the scheduler (:func:`start_worker`), so the server never runs code in a
+kernel for that either.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from taskcell.extension import control_plugin
 from taskcell.extension.payloads import TaskOutput
+from taskcell.planner.schema import START_TOPIC
 from taskcell.planner.view import clock_offset
 
 if TYPE_CHECKING:
@@ -86,6 +89,13 @@ async def scale(client: Client, n: int) -> int:
 async def stop(client: Client) -> None:
     """Stop a kernel's embedded cluster (its process ends once it answered)."""
     await getattr(client.scheduler, control_plugin.STOP)()
+
+
+async def start_worker(client: Client, kernel: str, pool: str) -> None:
+    """Ask ``kernel``'s provisioner for one more worker of its ``pool``: the request is logged
+    on the scheduler's topic the provisioner subscribes to, and the worker starts in the
+    background (the snapshot shows it starting)."""
+    await client.log_event(START_TOPIC, {"kernel": kernel, "pool": pool})
 
 
 async def cancel(client: Client, key: str) -> bool:

@@ -18,6 +18,9 @@ POST     /taskcell/api/clusters/<id>/stop           stops the embedded cluster, 
                                                     (StopResult)
 POST     /taskcell/api/clusters/<id>/retire         retires ``{"worker"}``, a pool's worker the
                                                     snapshot shows running (RetireResult)
+POST     /taskcell/api/clusters/<id>/start-worker   asks ``{"kernel"}`` for one more worker of
+                                                    its ``{"pool"}``, which the snapshot shows
+                                                    (StartWorkerResult)
 GET      /taskcell/api/clusters/<id>/tasks/<key>    what the task printed and raised
          /output                                    (TaskOutput)
 GET      /taskcell/api/planner                      the planner's profiles and presets
@@ -55,7 +58,12 @@ from tornado import web
 
 from taskcell.cluster import registry
 from taskcell.extension import actions, control, planning
-from taskcell.extension.clusters import cluster_id, configured_addresses, discover
+from taskcell.extension.clusters import (
+    cluster_id,
+    configured_addresses,
+    discover,
+    normalize_address,
+)
 from taskcell.extension.payloads import (
     CancelResult,
     ClusterInfo,
@@ -65,9 +73,11 @@ from taskcell.extension.payloads import (
     RetireResult,
     ScaleResult,
     StartedCluster,
+    StartWorkerResult,
     StopResult,
     shown,
 )
+from taskcell.planner.schema import workers_up
 
 if TYPE_CHECKING:
     from taskcell.extension.app import TaskcellExtension
@@ -95,8 +105,12 @@ class TaskcellHandler(APIHandler):
 
     async def known_clusters(self) -> list[ClusterInfo]:
         sessions = await self.session_manager.list_sessions()
+        stopped = self.extension.stopped
+        records = {
+            k: a for k, a in registry.recorded().items() if normalize_address(a) not in stopped
+        }
         return discover(
-            registry.recorded(),
+            records,
             self.kernel_manager.list_kernel_ids(),
             sessions,
             configured_addresses(self.extension.scheduler_addresses),
@@ -290,6 +304,8 @@ class StopHandler(TaskcellHandler):
         else:
             self.scalable(watch)
             await self.acting(watch, control.stop(watch.connected()), "stop the cluster")
+            # Its kernel still records it until its next %%task starts another: not listed.
+            self.extension.stopped.add(watch.address)
         self.reply(StopResult(address=watch.address))
 
 
@@ -307,6 +323,33 @@ class RetireHandler(TaskcellHandler):
             watch, control.retire(watch.connected(), worker), f"retire {shown(worker)}"
         )
         self.reply(RetireResult(worker=worker))
+
+
+class StartWorkerHandler(TaskcellHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, cluster_id: str) -> None:
+        kernel, pool = _checked(actions.parse_start_worker, self.body())
+        watch, state = await self.connected_watch(cluster_id)
+        shown_pool = actions.shown_pool(state["snapshot"], kernel, pool)
+        if shown_pool is None:
+            raise web.HTTPError(
+                404,
+                f"the cluster at {watch.address} shows no pool {shown(pool)} of kernel "
+                f"{shown(kernel)}",
+            )
+        if not workers_up(shown_pool) < shown_pool["max_workers"]:
+            raise web.HTTPError(
+                409,
+                f"pool {shown(pool)} has its {shown_pool['max_workers']} worker(s) up "
+                "(max-workers): retire one first",
+            )
+        await self.acting(
+            watch,
+            control.start_worker(watch.connected(), kernel, pool),
+            f"ask for a worker of pool {shown(pool)}",
+        )
+        self.reply(StartWorkerResult(kernel=kernel, pool=pool))
 
 
 class OutputHandler(TaskcellHandler):
@@ -383,6 +426,7 @@ def handlers(extension: TaskcellExtension) -> list[tuple[str, type, dict[str, An
         (r"/taskcell/api/clusters/([^/]+)/scale/?", ScaleHandler, kwargs),
         (r"/taskcell/api/clusters/([^/]+)/stop/?", StopHandler, kwargs),
         (r"/taskcell/api/clusters/([^/]+)/retire/?", RetireHandler, kwargs),
+        (r"/taskcell/api/clusters/([^/]+)/start-worker/?", StartWorkerHandler, kwargs),
         (r"/taskcell/api/clusters/([^/]+)/tasks/([^/]+)/output/?", OutputHandler, kwargs),
         (r"/taskcell/api/planner/?", PlannerHandler, kwargs),
     ]

@@ -119,6 +119,14 @@ class RetireResult(TypedDict):
     worker: str
 
 
+class StartWorkerResult(TypedDict):
+    """``POST /taskcell/api/clusters/<id>/start-worker`` with ``{"kernel", "pool"}``: the
+    kernel was asked for one more worker of its pool; the pool shows it starting."""
+
+    kernel: str
+    pool: str
+
+
 class StartedCluster(TypedDict):
     """``POST /taskcell/api/clusters``: the embedded cluster this server started."""
 

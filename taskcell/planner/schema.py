@@ -38,9 +38,11 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from taskcell.cluster.pool_records import START_TOPIC as START_TOPIC
 from taskcell.cluster.pool_records import PoolInfo as PoolInfo
 from taskcell.cluster.pool_records import PoolWorker as PoolWorker
 from taskcell.cluster.pool_records import PoolWorkerState as PoolWorkerState
+from taskcell.cluster.pool_records import workers_up as workers_up
 
 #: The pseudo-resource every worker has: its Dask threads, one held by each running task.
 THREADS = "threads"

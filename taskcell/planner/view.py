@@ -36,8 +36,9 @@ The rules, stated once:
 - Pools are listed in the snapshot's order, each titled with its name and backend (and the
   first :data:`KERNEL_SHOWN` characters of its kernel's id where another listed pool has its
   name), its shape, how many of its ``max_workers`` are starting, running or retiring, and how
-  many tasks wait for it; then its workers as published, each with its state: starting for how
-  long, running, idle for how long, retiring, retired or failed (with the reason).
+  many tasks wait for it (and whether another may start: fewer are up); then its workers as
+  published, each with its state: starting for how long, running, idle for how long,
+  retiring, retired or failed (with the reason).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from taskcell.planner.schema import (
     TaskState,
     UsageStrip,
     WorkerSnapshot,
+    workers_up,
 )
 
 #: An amount's words, remembered: a cluster's workers repeat the same few amounts, bar by bar.
@@ -282,6 +284,9 @@ class PoolView(TypedDict):
     shape: str
     #: "1 of 2 workers · 3 tasks waiting": its workers starting, running or retiring.
     detail: str
+    #: Whether another worker may start (fewer than its max_workers are up): the sidebar
+    #: offers to start one.
+    startable: bool
     workers: list[PoolWorkerView]
 
 
@@ -639,7 +644,7 @@ def pool_view(pool: PoolInfo, shared: bool, now: float) -> PoolView:
     title = f"{pool['name']} · {pool['backend']}"
     if shared:
         title += f" · kernel {pool['kernel'][:KERNEL_SHOWN]}"
-    active = sum(w["state"] in ("starting", "running", "retiring") for w in pool["workers"])
+    active = workers_up(pool)
     detail = f"{active} of {plural(pool['max_workers'], 'worker')}"
     detail += f" · {plural(pool['waiting'], 'task')} waiting"
     return PoolView(
@@ -648,6 +653,7 @@ def pool_view(pool: PoolInfo, shared: bool, now: float) -> PoolView:
         title=title,
         shape=request_label(pool["resources"]),
         detail=detail,
+        startable=active < pool["max_workers"],
         workers=[pool_worker_view(w, now) for w in pool["workers"]],
     )
 

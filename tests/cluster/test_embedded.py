@@ -1,5 +1,6 @@
 """The embedded cluster's process: one worker beside its scheduler, or a process per worker,
-all ended with it; started without a spec, it reads its own config (issue 21)."""
+all ended with it; started without a spec, it reads its own config (issue 21); it scales and
+stops through its scheduler, as the sidebar asks it to (issue 22)."""
 
 from __future__ import annotations
 
@@ -83,5 +84,70 @@ def test_started_without_a_spec_it_reads_its_own_config(monkeypatch: pytest.Monk
             client.wait_for_workers(1, timeout=60)
             [worker] = client.scheduler_info()["workers"].values()
         assert (worker["name"], worker["nthreads"]) == ("taskcell-0", 1)
+    finally:
+        cluster.close()
+
+
+async def call(address: str, op: str, **kwargs: object) -> dict:
+    """One of the embedded cluster's scheduler handlers, as the Jupyter server calls it."""
+    from distributed.core import rpc
+
+    async with rpc(address) as scheduler:
+        return await getattr(scheduler, op)(**kwargs)
+
+
+def worker_names(address: str) -> list[str]:
+    with Client(address, set_as_default=False) as client:
+        return sorted(w["name"] for w in client.scheduler_info(n_workers=-1)["workers"].values())
+
+
+def wait_for_names(address: str, names: list[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while (now := worker_names(address)) != names:
+        assert time.monotonic() < deadline, f"workers {now}, not {names}"
+        time.sleep(0.2)
+
+
+def test_it_scales_and_stops_through_its_scheduler() -> None:
+    import asyncio
+
+    from taskcell.cluster.embedded_control import SCALE, STOP
+
+    with dask.config.set({"taskcell.embedded-cluster.threads-per-worker": 1}):
+        specs = worker_specs()
+    cluster = EmbeddedCluster(specs)
+    try:
+        address = cluster.address()
+        wait_for_names(address, ["taskcell-0"])
+        assert asyncio.run(call(address, SCALE, n=3)) == {"workers": 3}
+        wait_for_names(address, ["taskcell-0", "taskcell-1", "taskcell-2"])
+        # New workers are like the first, each a process of its own.
+        with Client(address, set_as_default=False) as client:
+            advertised = {
+                w["name"]: w["resources"]
+                for w in client.scheduler_info(n_workers=-1)["workers"].values()
+            }
+        assert advertised == dict.fromkeys(advertised, specs["taskcell-0"]["resources"])
+        processes = worker_processes(cluster)
+        assert len(processes) == 2
+
+        assert asyncio.run(call(address, SCALE, n=1)) == {"workers": 1}
+        wait_for_names(address, ["taskcell-0"])  # the newest retire first
+        _, alive = psutil.wait_procs(processes, timeout=60)
+        assert alive == []  # their processes end, and none is started again
+        assert asyncio.run(call(address, SCALE, n=1)) == {"workers": 1}  # a round trip after
+        assert worker_processes(cluster) == []
+        assert worker_names(address) == ["taskcell-0"]
+
+        for bad in (-1, 65, 1.5, True, "2"):
+            reply = asyncio.run(call(address, SCALE, n=bad))
+            assert reply == {
+                "error": f"the embedded cluster has 0 to 64 workers, not {bad!r}: give n as "
+                "a whole number"
+            }
+        assert worker_names(address) == ["taskcell-0"]
+
+        assert asyncio.run(call(address, STOP)) == {}
+        assert cluster.proc.wait(timeout=60) == 0  # the cluster and its process end
     finally:
         cluster.close()

@@ -11,9 +11,10 @@ cell. The task sleeps until the test, having seen it running, writes a file (at 
 :data:`TASK_SECONDS`), so a slow machine cannot make it end unseen. Screenshots are saved under
 ``test-artifacts/``.
 
-Later tests: a failing cell's output and the timeline; a pool's worker; cancelling; the legend,
-the counts and the dashboard through the Jupyter server with its plots as panels; a cluster
-started, scaled and stopped from the sidebar. No check depends on how long something takes:
+Later tests: a failing cell's output and the timeline; a pool's worker, and one started from
+the sidebar; cancelling; the legend, the counts and the dashboard through the Jupyter server
+with its plots as panels; a cluster started, scaled and stopped from the sidebar, and a kernel's
+embedded cluster scaled and stopped there. No check depends on how long something takes:
 each waits for what the user would see.
 """
 
@@ -414,10 +415,13 @@ def assert_nothing_cut_off(sidebar) -> None:
     assert sidebar.evaluate(OVERFLOW_CHECK) == []
 
 
-#: A local pool of one-thread workers with one A100, which no worker of the cluster has.
+#: Local pools of one-thread workers with one A100 or one T4, which no worker of the cluster
+#: has: the cells use the first, the sidebar starts a worker of the second.
 POOL_CELL = (
     "import dask\ndask.config.set({'taskcell.pools': {'a100': "
-    "{'shape': {'cpu': 1, 'memory': '1Gi', 'gpu': 'A100:1'}, 'idle-timeout': '10 minutes'}}})"
+    "{'shape': {'cpu': 1, 'memory': '1Gi', 'gpu': 'A100:1'}, 'idle-timeout': '10 minutes'}, "
+    "'spare': {'shape': {'cpu': 1, 'memory': '1Gi', 'gpu': 'T4:1'}, "
+    "'idle-timeout': '10 minutes'}}})"
 )
 
 
@@ -482,6 +486,26 @@ def test_a_failing_cell_and_a_pools_worker_show_in_the_sidebar(tmp_path, gpu_clu
         expect(worker.locator(".jp-taskcell-pool-worker-state")).to_have_text(
             re.compile(r"^idle \d+s$"), timeout=30_000
         )
+
+        # One more worker of a pool, asked from the sidebar: none past its max-workers, and no
+        # question asked, since nothing stops.
+        expect(pool.locator(".jp-taskcell-start-worker")).to_be_disabled()
+        spare = sidebar.locator(".jp-taskcell-pool[data-name='spare']")
+        expect(spare.locator(".jp-taskcell-pool-detail")).to_have_text(
+            "0 of 1 worker · 0 tasks waiting"
+        )
+        spare.locator(".jp-taskcell-start-worker").click()
+        expect(page.locator(".jp-Dialog")).to_have_count(0)
+        started = spare.locator(".jp-taskcell-pool-worker")
+        expect(started).to_have_attribute("data-state", "running", timeout=60_000)
+        expect(spare.locator(".jp-taskcell-pool-detail")).to_have_text(
+            "1 of 1 worker · 0 tasks waiting"
+        )
+        expect(spare.locator(".jp-taskcell-start-worker")).to_be_disabled()
+        name = started.get_attribute("data-name")
+        assert name and name.startswith("spare-")
+        expect(sidebar.locator(f".jp-taskcell-worker[data-name='{name}']")).to_have_count(1)
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-pool-started.png"))
 
 
 def test_cancelling_from_the_sidebar_ends_the_tasks_and_frees_the_gpus(tmp_path, gpu_cluster, lab):
@@ -647,3 +671,60 @@ def test_a_cluster_started_scaled_and_stopped_from_the_sidebar(tmp_path, lab):
         )
         assert json.loads(lab.get("taskcell/api/clusters")[1]) == {"clusters": []}
         assert workers.count() == 0
+
+
+def test_a_kernels_embedded_cluster_scaled_and_stopped_from_the_sidebar(tmp_path, lab):
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    from playwright.sync_api import expect
+
+    body = {
+        "cells": [code_cell("%load_ext taskcell"), code_cell("%%task\nx = 1")],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "notebooks" / "embedded.ipynb").write_text(json.dumps(body))
+    with lab_page(lab, tmp_path / "chromium-profile", "embedded.ipynb", "e2e-embedded.png") as page:
+        sidebar = open_sidebar(page)
+        run_all_cells(page)  # the %%task cell starts the kernel's embedded cluster
+        expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute(
+            "data-status", "connected", timeout=180_000
+        )
+        (cluster,) = json.loads(lab.get("taskcell/api/clusters")[1])["clusters"]
+        assert cluster["sources"] == ["kernel"]
+        workers = sidebar.locator(".jp-taskcell-worker")
+        expect(workers).to_have_count(1, timeout=60_000)
+
+        sidebar.locator(".jp-taskcell-workers-input").fill("2")
+        sidebar.locator(".jp-taskcell-scale-button").click()
+        expect(workers).to_have_count(2, timeout=120_000)
+        expect(sidebar.locator(".jp-taskcell-worker[data-name='taskcell-1']")).to_have_count(1)
+        page.screenshot(path=str(ARTIFACTS / "e2e-embedded-scaled.png"))
+
+        # Fewer: the user is asked first; the newest worker retires.
+        sidebar.locator(".jp-taskcell-workers-input").fill("1")
+        sidebar.locator(".jp-taskcell-scale-button").click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("from 2 to 1 workers")
+        dialog.locator("button", has_text="Retire").click()
+        expect(workers).to_have_count(1, timeout=120_000)
+        expect(sidebar.locator(".jp-taskcell-worker[data-name='taskcell-0']")).to_have_count(1)
+
+        # Stopped after asking: gone from the sidebar until the notebook's next %%task.
+        sidebar.locator(".jp-taskcell-stop").click()
+        expect(dialog).to_contain_text("Stop the cluster at")
+        dialog.locator("button", has_text="Stop").click()
+        expect(sidebar.locator(".jp-taskcell-message-empty")).to_contain_text(
+            "No cluster yet", timeout=60_000
+        )
+        page.locator(".jp-Notebook .jp-Cell.jp-CodeCell").nth(1).locator(
+            ".jp-InputArea-editor"
+        ).click()
+        page.keyboard.press("Shift+Enter")  # the cell again: a new embedded cluster
+        expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute(
+            "data-status", "connected", timeout=180_000
+        )
+        (again,) = json.loads(lab.get("taskcell/api/clusters")[1])["clusters"]
+        assert again["address"] != cluster["address"]
+        expect(workers).to_have_count(1, timeout=60_000)

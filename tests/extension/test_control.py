@@ -1,7 +1,7 @@
 """The cluster in the sidebar's hands, against a real Jupyter server and real Dask processes: a
-cluster started, scaled and stopped through the REST API, its dashboard through the server, the
-view the server computes, a task's output, and what is refused on a cluster taskcell did not
-start."""
+cluster started, scaled and stopped through the REST API, a kernel's embedded cluster scaled
+and stopped through its scheduler, its dashboard through the server, the view the server
+computes, a task's output, and what is refused on a cluster taskcell did not start."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from tornado.httpclient import HTTPClientError
 
 from taskcell.extension.clusters import cluster_id
 from taskcell.planner.view import snapshot_view
+
+from .test_kernels import notebook_session
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +79,95 @@ async def test_a_cluster_started_here_is_scaled_shown_through_the_server_and_sto
 
     assert await post(api, "clusters", cid, "stop", body={}) == {"address": started["address"]}
     assert (await api("clusters"))["clusters"] == []
+
+
+async def run(kernel, code: str, timeout: float = 60) -> None:
+    reply = await kernel.execute_interactive(code, timeout=timeout)
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
+def names(state: dict) -> list[str]:
+    return sorted(w["name"] for w in state["snapshot"]["workers"])
+
+
+async def test_a_kernels_embedded_cluster_is_scaled_and_stopped_until_its_next_cell(
+    api, jp_fetch, jp_serverapp, wait_for
+):
+    async with notebook_session(jp_fetch, jp_serverapp) as (_, kernel):
+        await run(kernel, "%load_ext taskcell")
+        await run(kernel, "%%task\nx = 1", timeout=180)  # on the embedded cluster
+        (cluster,) = (await api("clusters"))["clusters"]
+        cid = cluster["id"]
+        assert cluster["sources"] == ["kernel"]
+        state = await wait_for(cid, workers(1), timeout=90)
+        assert state["control"] == {"scalable": True, "started_here": False}
+
+        assert await post(api, "clusters", cid, "scale", body={"workers": 2}) == {"workers": 2}
+        assert names(await wait_for(cid, workers(2), timeout=120)) == ["taskcell-0", "taskcell-1"]
+        assert await post(api, "clusters", cid, "scale", body={"workers": 1}) == {"workers": 1}
+        assert names(await wait_for(cid, workers(1), timeout=120)) == ["taskcell-0"]
+
+        assert await post(api, "clusters", cid, "stop", body={}) == {"address": cluster["address"]}
+        assert (await api("clusters"))[
+            "clusters"
+        ] == []  # its kernel records it until its next cell
+        await run(kernel, "%%task\ny = 2", timeout=180)  # which starts another
+        (again,) = (await api("clusters"))["clusters"]
+        assert again["address"] != cluster["address"] and again["sources"] == ["kernel"]
+        await wait_for(again["id"], workers(1), timeout=90)
+
+
+def pool_workers(name: str):
+    """The states of the workers the pool ``name`` shows in a state."""
+
+    def states(state: dict) -> list[str]:
+        snapshot = state["snapshot"] or {"pools": []}
+        return [w["state"] for p in snapshot["pools"] if p["name"] == name for w in p["workers"]]
+
+    return states
+
+
+#: A local pool of one-thread workers with a T4, which no worker of the cluster has.
+SPARE = {"spare": {"shape": {"cpu": 1, "memory": "1Gi", "gpu": "T4:1"}, "max-workers": 1}}
+
+
+async def test_a_pools_worker_is_started_from_the_sidebar_up_to_max_workers(
+    api, jp_fetch, jp_serverapp, wait_for, dask_processes
+):
+    dask_processes.worker(name="plain")
+    cid = cluster_id(dask_processes.address)
+    states = pool_workers("spare")
+    async with notebook_session(jp_fetch, jp_serverapp) as (session, kernel):
+        kernel_id = session["kernel"]["id"]
+        configure = f"import dask\ndask.config.set({{'taskcell.pools': {SPARE!r}}})"
+        await run(kernel, f"%load_ext taskcell\n{configure}")
+        await run(kernel, f"%task_cluster {dask_processes.address}")
+        await run(kernel, "%%task\nx = 1", timeout=120)  # on the plain worker: no pool's
+        try:
+            state = await wait_for(cid, lambda s: bool(s["snapshot"] and s["snapshot"]["pools"]))
+            assert states(state) == []
+            (pool,) = state["view"]["pools"]
+            assert (pool["kernel"], pool["startable"]) == (kernel_id, True)
+            for body, code, says in (
+                ({"kernel": kernel_id, "pool": "gone"}, 404, "shows no pool 'gone' of kernel"),
+                ({"kernel": "other", "pool": "spare"}, 404, "shows no pool 'spare' of kernel"),
+                ({"pool": "spare"}, 400, "'kernel' must be the id of the kernel whose pool"),
+                ({"kernel": kernel_id, "pool": "spare", "n": 2}, 400, "'kernel' and 'pool'"),
+            ):
+                refusal = await refused(jp_fetch, "clusters", cid, "start-worker", body=body)
+                assert refusal[0] == code and says in refusal[1], refusal
+
+            asked = {"kernel": kernel_id, "pool": "spare"}
+            assert await post(api, "clusters", cid, "start-worker", body=asked) == asked
+            state = await wait_for(cid, lambda s: states(s) == ["running"], timeout=120)
+            (worker,) = state["snapshot"]["pools"][0]["workers"]
+            shown = {w["name"] for w in state["snapshot"]["workers"]}
+            assert shown == {"plain", worker["name"]} and worker["name"].startswith("spare-")
+            assert state["view"]["pools"][0]["startable"] is False
+            code, message = await refused(jp_fetch, "clusters", cid, "start-worker", body=asked)
+            assert code == 409 and "has its 1 worker(s) up (max-workers)" in message
+        finally:
+            await run(kernel, "from taskcell.cluster import provision\nprovision.close_all()")
 
 
 class TestAClusterTaskcellDidNotStart:

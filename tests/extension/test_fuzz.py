@@ -41,9 +41,9 @@ URL_TEXT = TEXT.map(sendable)
 SEGMENT = st.one_of(st.just(cluster_id(DOWN)), URL_TEXT).map(lambda t: t.replace("/", "_") or "_")
 BODIES = st.one_of(
     JSON_VALUES.map(encoded),
-    st.dictionaries(st.sampled_from(["key", "workers", "worker", "size", "path"]), JSON_VALUES).map(
-        encoded
-    ),
+    st.dictionaries(
+        st.sampled_from(["key", "workers", "worker", "kernel", "pool", "size", "path"]), JSON_VALUES
+    ).map(encoded),
     st.binary(max_size=200),
 )
 QUERIES = st.dictionaries(
@@ -65,6 +65,7 @@ def requests(draw) -> tuple[str, list[str], dict, bytes | None]:
                 ("POST", ["api", "clusters", cid, "scale"]),
                 ("POST", ["api", "clusters", cid, "stop"]),
                 ("POST", ["api", "clusters", cid, "retire"]),
+                ("POST", ["api", "clusters", cid, "start-worker"]),
                 ("GET", ["api", "clusters", cid, "tasks", key, "output"]),
                 ("GET", ["api", "planner"]),
                 ("POST", ["api", "planner"]),
