@@ -49,7 +49,7 @@ from taskcell.export.latch_types import (
 from taskcell.export.notebook import Cell
 from taskcell.runner.analysis import analyze_cell
 
-__all__ = ["LatchPlan", "LatchTask", "Param", "plan_latch"]
+__all__ = ["LatchPlan", "LatchTask", "Param", "listed", "plan_latch"]
 
 _DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -78,6 +78,8 @@ class LatchTask:
     """It starts from the process-wide state an earlier task gave (its ``state`` argument)."""
     gives_state: bool = False
     """It returns the process-wide state it ended with, last."""
+    bundles: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """The bundles it takes (see :class:`_Bundle`), with the names each holds."""
 
 
 @dataclass(frozen=True)
@@ -159,9 +161,10 @@ def _imports(tree: ast.Module) -> dict[str, str]:
 
 
 def transport(t: Type) -> Type:
-    """The type a value travels between tasks as: its own, or ANY (a pickle) for a path or an
-    unknown part (a task's path is a ``pathlib.Path``, which Latch would upload as a file)."""
-    return t if is_known(t) and not has_path(t) else ANY
+    """The type a value travels between tasks as: its own, or ANY (a pickle) for a path, a
+    DataFrame (Latch has no type for one) or an unknown part (a task's path is a
+    ``pathlib.Path``, which Latch would upload as a file)."""
+    return t if is_known(t) and not has_path(t) and "frame" not in repr(t) else ANY
 
 
 def plan_latch(workflow: Workflow, namer: Namer) -> LatchPlan:
@@ -315,6 +318,7 @@ class _Planner:
         self.bound_at: dict[str, int] = {}  # name -> the step whose task returned it last
         self.last_binding = self._last_bindings()
         self.state_given = False  # whether a task before gave the process-wide state
+        self.bundle_of: dict[str, _Bundle] = {}
         tasks: list[LatchTask] = []
         body: list[str | LatchTask] = []
         for i, step in enumerate(self.workflow.steps):
@@ -377,6 +381,7 @@ class _Planner:
             inputs,
             [*changed, *analysis.outputs],
             [*step.imports, *needed],
+            frozenset(analysis.outputs),
         )
         return self._make(i, task, tree, own_imports, None, step.changes_state)
 
@@ -384,7 +389,13 @@ class _Planner:
         """A ``%%task`` cell's task: its inputs less the names now at the module's top."""
         inputs = [p for p in step.params if p not in self.module_names]
         task = _Draft(
-            step.function, step.cell, step.body, inputs, list(step.returns), step.local_imports
+            step.function,
+            step.cell,
+            step.body,
+            inputs,
+            list(step.returns),
+            step.local_imports,
+            frozenset(step.returns) - set(step.updates),
         )
         return self._make(i, task, ast.parse(step.body), {}, step, step.changes_state)
 
@@ -398,18 +409,41 @@ class _Planner:
         changes_state: bool,
     ) -> LatchTask:
         """The task: its inputs typed as they travel, and the outputs it must return."""
-        params = tuple((n, self.types.get(n, ANY)) for n in draft.inputs)
-        found = cell_types(tree, dict(params), self.path_names)
+        found = cell_types(tree, {n: self.types.get(n, ANY) for n in draft.inputs}, self.path_names)
+        params, unpack, received = self._received(draft.inputs)
+        received_members = {b.name: list(b.members) for b in received}
+        for name in draft.rebound:  # a name bound again no longer shares a bundle's objects
+            bundle = self.bundle_of.pop(name, None)
+            if bundle is not None:
+                bundle.members.remove(name)
         returns = []
         for name in draft.outputs:
             if name in own_imports:  # a module: later cells import it again
                 self.imported[name] = own_imports[name]
                 continue
+            if name not in draft.rebound and self.types.get(name, ANY).kind in IMMUTABLE:
+                continue  # "changed in place" (text.split()), but nothing changes a str
             t = transport(found.get(name, ANY))  # changed in place: of any type now
             if self._read_after(i, name) or (self.last_binding.get(name) == i and is_known(t)):
                 returns.append((name, t))
                 self.types[name] = t
                 self.bound_at[name] = i
+        back = [b for b in received if any(n in draft.outputs for n in b.members)]
+        kept = {n for b in back for n in b.members}
+        shared = [n for n, t in returns if t.kind not in IMMUTABLE and n not in kept]
+        if len(shared) > 1 and _share(draft.code, tree, shared):
+            bundle = _Bundle(self.namer.fresh(f"shared_{draft.cell.number}"), shared)
+            self.bundle_of.update(dict.fromkeys(shared, bundle))
+            back.append(bundle)
+            kept.update(shared)
+        returns = [(n, t) for n, t in returns if n not in kept]
+        for name in kept:  # inside a bundle: no result of the workflow on its own
+            self.bound_at.pop(name, None)
+        packs = []
+        for bundle in back:  # the objects that share come back in one pickle
+            packs.append(f"{bundle.name} = ({listed(bundle.members)})")
+            returns.append((bundle.name, ANY))
+        code = "\n".join([*unpack, draft.code.rstrip("\n"), *packs]) + "\n"
         imports = tuple(dict.fromkeys(draft.imports))
         takes_state = self.state_given
         self.state_given = self.state_given or changes_state
@@ -418,17 +452,65 @@ class _Planner:
             draft.cell.label,
             params,
             tuple(returns),
-            draft.code,
+            code,
             imports,
             step,
             takes_state,
             changes_state,
+            tuple((name, tuple(members)) for name, members in received_members.items()),
         )
+
+    def _received(
+        self, inputs: Iterable[str]
+    ) -> tuple[tuple[tuple[str, Type], ...], list[str], list[_Bundle]]:
+        """A task's parameters: its inputs, a bundle's members taken as the bundle (once);
+        the lines that unpack the bundles; the bundles."""
+        params: list[tuple[str, Type]] = []
+        unpack: list[str] = []
+        received: list[_Bundle] = []
+        for name in inputs:
+            bundle = self.bundle_of.get(name)
+            if bundle is None:
+                params.append((name, self.types.get(name, ANY)))
+            elif bundle not in received:
+                received.append(bundle)
+                params.append((bundle.name, ANY))
+                unpack.append(f"{listed(bundle.members)} = {bundle.name}")
+        return tuple(params), unpack, received
+
+
+@dataclass
+class _Bundle:
+    """Names whose objects may share parts (``alias = results``, ``ledger = {"a": acct}``),
+    which travel between tasks in one pickle, so that a change through one shows through all,
+    as in the notebook."""
+
+    name: str
+    members: list[str]
+
+
+def listed(names: Iterable[str]) -> str:
+    """``a, b`` (``a,`` for one): the items of a tuple, to pack or unpack."""
+    names = list(names)
+    return ", ".join(names) if len(names) > 1 else f"{names[0]},"
+
+
+def _share(code: str, tree: ast.Module, names: list[str]) -> bool:
+    """Whether a top-level statement binding one of ``names`` reads another."""
+    wanted = set(names)
+    for stmt in tree.body:
+        bound = statement_names(stmt)
+        if bound is None or not wanted & set(bound):
+            continue
+        if (wanted - set(bound)) & set(analyze_cell(_text(code, [stmt])).inputs):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
 class _Draft:
-    """A task before its types: what it is called, reads, may return and imports."""
+    """A task before its types: what it is called, reads, may return and imports, and which
+    of its outputs it binds anew (the others it changes in place)."""
 
     function: str
     cell: Cell
@@ -436,6 +518,7 @@ class _Draft:
     inputs: list[str]
     outputs: list[str]
     imports: Iterable[str] = ()
+    rebound: frozenset[str] = frozenset()
 
 
 def _code(step: Step) -> str:

@@ -36,7 +36,7 @@ from fractions import Fraction
 from taskcell.errors import SpecError
 from taskcell.export.codegen import Namer, docstring, indent, module_source
 from taskcell.export.flow import TaskStep, Workflow
-from taskcell.export.latch_plan import LatchPlan, LatchTask, Param, plan_latch
+from taskcell.export.latch_plan import LatchPlan, LatchTask, Param, listed, plan_latch
 from taskcell.export.latch_types import ANY, Type, has_path, path_shape
 from taskcell.export.notebook import ExportError
 from taskcell.export.render import ImportBlock, function, helpers
@@ -113,7 +113,10 @@ def _whole(value: Fraction | int, unit: int = 1) -> int:
 
 
 def latch_decorator(
-    step: TaskStep, notes: list[str], units: Mapping[str, str]
+    step: TaskStep,
+    notes: list[str],
+    units: Mapping[str, str],
+    task: LatchTask | None = None,
 ) -> tuple[str, list[str], list[str]]:
     """A task's Latch decorator, the names it imports, and resource functions it needs.
 
@@ -174,7 +177,7 @@ def latch_decorator(
     if fixed.disk is not None:
         arguments["storage_gib"] = str(_whole(fixed.disk.limit, _GIB))
     functions = [
-        _resource_function(step, field, expression, units)
+        _resource_function(step, field, expression, units, task)
         for field, expression in request.dynamic.items()
     ]
     for (field, _), (name, _) in zip(request.dynamic.items(), functions, strict=True):
@@ -185,18 +188,31 @@ def latch_decorator(
 
 
 def _resource_function(
-    step: TaskStep, field: str, expression: str, units: Mapping[str, str]
+    step: TaskStep,
+    field: str,
+    expression: str,
+    units: Mapping[str, str],
+    task: LatchTask | None,
 ) -> tuple[str, str]:
-    """A Latch resource function computing ``field`` from the task's inputs: name, source."""
+    """A Latch resource function computing ``field`` from the task's inputs (a bundle it
+    takes unpacked): name, source."""
     name = f"allocate_{'storage' if field == 'disk' else field}_for_{step.function}"
-    params = [p for p in step.params if p in Expression(expression).names]
+    names = Expression(expression).names
+    inputs = [p for p, _ in task.params] if task is not None else list(step.params)
+    params = [p for p in inputs if p in names]
+    unpack = []
+    for bundle, members in task.bundles if task is not None else ():
+        if names & set(members):
+            params.append(bundle)
+            unpack.append(f"    {listed(members)} = {bundle}\n")
     unit = "Cores" if field == "cpu" else "GiB"
     convert = units["cores" if field == "cpu" else "gib"]
     source = (
         f"def {name}({', '.join([*params, '**kwargs'])}) -> int:\n"
         f'    """{unit} for {step.function}: the notebook\'s --{field} '
         f'{expression.strip()!r}."""\n'
-        f"    return {convert}({expression.strip()})"
+        + "".join(unpack)
+        + f"    return {convert}({expression.strip()})"
     )
     return name, source
 
@@ -318,7 +334,7 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
         if task.step is None:
             decorator = writer.imports.name("latch.resources.tasks", "small_task", "latch")
         else:
-            decorator, names, functions = latch_decorator(task.step, notes, units)
+            decorator, names, functions = latch_decorator(task.step, notes, units, task)
             for name in names:
                 module = "latch" if name == "custom_task" else "latch.resources.tasks"
                 decorator = decorator.replace(name, writer.imports.name(module, name, "latch"), 1)

@@ -258,3 +258,20 @@ def test_results_are_the_typed_values_no_later_cell_reads():
     source = quietly("%%task\nx = 2\nblob = object()", "%%task\ny = x + 1")
     assert 'Results = typing.NamedTuple("Results", [("y", int)])' in source
     assert "return y" in source
+
+
+def test_names_sharing_objects_travel_in_one_pickle():
+    source = quietly(
+        "results = []\nalias = results\nsize = 3",
+        "%%task\nresults.append(1)",
+        "print(alias is results, alias, size)",
+    )
+    assert "shared_1 = (results, alias)" in source
+    assert signature(source, "cell_2") == "(shared_1: typing.Any) -> typing.Any"
+    assert "results, alias = shared_1" in source
+    assert "size: int" in signature(source, "cell_3")
+
+
+def test_an_immutable_value_a_task_seems_to_change_is_not_returned():
+    source = quietly("text = 'a b'", "%%task\nwords = text.split()", "print(words, text)")
+    assert signature(source, "compute_words") == "(text: str) -> typing.List[str]"
