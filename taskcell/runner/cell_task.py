@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import cloudpickle
 from dask.sizeof import sizeof
 
 from taskcell import config
@@ -41,6 +40,7 @@ from taskcell.runner.analysis import analyze_cell
 from taskcell.runner.cell_dask import uses_dask
 from taskcell.runner.cell_magics import check_magics
 from taskcell.runner.closure import function_globals, is_notebook_defined
+from taskcell.runner.descriptors import Pickler
 from taskcell.runner.history import TaskRecord
 from taskcell.runner.job import CellJob, CellResult, PickledInputs
 from taskcell.runner.remote import run_cell
@@ -258,7 +258,7 @@ def _pickled(values: dict[str, Any]) -> PickledInputs:
     """``values`` pickled by one pickler, once they are known to load too (the worker would
     fail later); one that cannot is named."""
     stream = io.BytesIO()
-    pickler = cloudpickle.CloudPickler(stream, protocol=5)
+    pickler = Pickler(stream, protocol=5)
     for name, value in values.items():
         try:
             pickler.dump(value)

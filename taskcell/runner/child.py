@@ -8,9 +8,10 @@ between cells; each cell gets a fresh namespace.
 Messages both ways are tuples over one socket (see :mod:`taskcell.runner.wire`): the worker sends a
 :class:`~taskcell.runner.job.CellJob`; the child answers with any number of
 ``("stream", name, text)``, ``("display", event)`` (see :mod:`taskcell.runner.cell_shell`),
-``("clear", wait)`` and ``("secede",)`` (the cell will wait on the cluster: give its thread
-back) messages, then one of ``("done", CellResult)``, ``("error", traceback_text,
-type_name)``, ``("input-error", message)`` or ``("interrupted",)``.
+``("clear", wait)``, ``("started",)`` (the cell's code runs: an interrupt may come) and
+``("secede",)`` (the cell will wait on the cluster: give its thread back) messages, then one
+of ``("done", CellResult)``, ``("error", traceback_text, type_name)``, ``("input-error",
+message)`` or ``("interrupted",)``.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ from taskcell.runner import cell_dask, process_state
 from taskcell.runner.cell_shell import cell_shell, warm_shell
 from taskcell.runner.changes import InputSnapshot, Written
 from taskcell.runner.closure import adopt
+from taskcell.runner.descriptors import refuse_everywhere
 from taskcell.runner.gpu_usage import gpu_peak
 from taskcell.runner.job import CellJob, CellResult, PickledInputs, Shown, Usage
-from taskcell.runner.peak_memory import PeakMemory
+from taskcell.runner.peak_memory import PeakMemory, release
 from taskcell.runner.wire import Channel
 
 _PR_SET_PDEATHSIG = 1
@@ -218,7 +220,7 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     snapshot = InputSnapshot(inputs, written)
     environ = _environ()
     memory = PeakMemory()
-    memory.start()
+    memory.start(namespace)
     gpu = gpu_peak()
     gpu.start()
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -227,6 +229,7 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     try:
         body, last = _compile(job)
         with cell_shell(namespace, outbox.send) as shell, _interruptible():
+            outbox.send(("started",))  # its worker may interrupt it from now on
             _evaluated(body, namespace)
             value = _evaluated(last, namespace) if last is not None else None
             if "matplotlib.pyplot" in sys.modules:
@@ -241,7 +244,10 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
         environ_changes = _restored_environ(environ)
     wall = time.perf_counter() - wall0
     usage = Usage(
-        wall=wall, cpu=time.process_time() - cpu0, peak_memory=memory.stop(), gpu_memory=gpu_memory
+        wall=wall,
+        cpu=time.process_time() - cpu0,
+        peak_memory=memory.stop() if memory.own else None,
+        gpu_memory=gpu_memory,
     )
     result = _result(job, namespace, snapshot, value, usage, dask_client)
     return ("done", dataclasses.replace(result, environ=environ_changes))
@@ -353,6 +359,7 @@ def serve(channel: Channel, warming: threading.Thread | None = None) -> None:
                 raise
             outbox.send(("done", _sendable(reply[1])))
         del job, reply  # the next cell's peak memory must not hold this one's values
+        release()  # while no cell waits: the next one need not pay for it
 
 
 def _sendable(result: CellResult) -> CellResult:
@@ -391,6 +398,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sock = socket.socket(fileno=int(sys.argv[1]))
     sock.setblocking(True)
+    refuse_everywhere()
     # IPython, which every cell runs with, imported while the first cell is still on its way.
     warming = threading.Thread(target=warm_shell, name="taskcell-warm", daemon=True)
     warming.start()

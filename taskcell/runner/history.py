@@ -67,7 +67,7 @@ class TaskHistory(list[TaskRecord]):
                 "state": r.state,
                 "wall_s": round(r.elapsed(), 3) if r.started else None,
                 "cores_used": round(r.usage.cores, 2) if r.usage else None,
-                "peak_memory": show_bytes(r.usage.peak_memory) if r.usage else None,
+                "peak_memory": _peak(r.usage),
                 "gpu_memory": (
                     show_bytes(r.usage.gpu_memory)
                     if r.usage and r.usage.gpu_memory is not None
@@ -83,6 +83,14 @@ class TaskHistory(list[TaskRecord]):
             "gpu_memory", "error",
         ]  # fmt: skip
         return pd.DataFrame(rows, columns=[*columns, "key"])
+
+
+def _peak(usage: Usage | None) -> str | None:
+    if usage is None:
+        return None
+    if usage.peak_memory is None:  # the platform cannot reset a process's high-water mark
+        return "not measured on this platform"
+    return show_bytes(usage.peak_memory)
 
 
 _KERNEL_HISTORY = TaskHistory()

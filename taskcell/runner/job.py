@@ -8,12 +8,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Usage:
-    """What one run actually used: seconds of wall and CPU time, peak bytes of memory, and
-    peak bytes of GPU memory where NVML can tell (else None)."""
+    """What one run actually used: seconds of wall and CPU time, the cell's own peak bytes of
+    memory (None where the platform cannot tell it apart from earlier cells'), and peak bytes
+    of GPU memory where NVML can tell (else None)."""
 
     wall: float
     cpu: float
-    peak_memory: int
+    peak_memory: int | None
     gpu_memory: int | None = None
 
     @property

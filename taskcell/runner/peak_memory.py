@@ -189,13 +189,15 @@ def _in_cell_process() -> bool:
 
 
 def release() -> None:
-    """Collect the last cell's garbage and hand free heap back to the system.
+    """Hand free heap back to the system, collecting the last cell's garbage first where it
+    left memory behind (:data:`LEFT_OVER`; a full collection takes tens of milliseconds).
 
     The cell process calls it while it waits for its next cell, so that cell need not pay for
-    it; :meth:`PeakMemory.start` does it otherwise, when the last cell left memory behind.
+    it; :meth:`PeakMemory.start` does it otherwise.
     """
     global _released, _after_release
-    gc.collect()  # a cell's functions and its namespace hold each other: a cycle
+    if _resident() > _after_release + LEFT_OVER:
+        gc.collect()  # a cell's functions and its namespace hold each other: a cycle
     _trim()
     _released, _after_release = True, _resident()
 
@@ -384,10 +386,7 @@ class PeakMemory:
         global _released
         watch_imports()
         if not _released:
-            if _resident() > _after_release + LEFT_OVER:
-                release()
-            else:
-                _trim()
+            release()
         _released = False
         self._shared = _status().get("RssShmem", 0)
         if self._shared:

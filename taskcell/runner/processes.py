@@ -40,6 +40,11 @@ class CellProcess:
         )
         theirs.close()
         self.channel = Channel(ours, keeps_values=True)
+        # An interrupt is sent once the cell's code runs: one that came while the process was
+        # still importing would end the process itself, not the cell.
+        self._signalling = threading.Lock()
+        self._running_cell = False
+        self._interrupt_due = False
 
     def send(self, message: object) -> None:
         self.channel.send(message)
@@ -49,8 +54,22 @@ class CellProcess:
         return self.channel.receive()
 
     def interrupt(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+        """Interrupt the cell: now if its code runs, else as soon as it starts."""
+        with self._signalling:
+            self._interrupt_due = not self._running_cell
+            if self._running_cell and self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)
+
+    def cell_started(self) -> None:
+        """The process says its cell's code runs: an interrupt that came before goes now."""
+        with self._signalling:
+            self._running_cell = True
+            if self._interrupt_due and self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)
+
+    def cell_ended(self) -> None:
+        with self._signalling:
+            self._running_cell = self._interrupt_due = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -122,6 +141,8 @@ class CellProcesses:
                 raise CellInterrupted("the cell was interrupted before it started")
             yield process
         finally:
+            if process is not None:
+                process.cell_ended()
             with self._lock:
                 self.running.pop(key, None)
                 self._forced.pop(key, None)

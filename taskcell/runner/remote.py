@@ -130,6 +130,8 @@ def _forward_until_reply(process: CellProcess, report: Callable[..., None]) -> t
             report(kind="display", **message[1])
         elif message[0] == "clear":
             report(kind="clear", wait=message[1])
+        elif message[0] == "started":
+            process.cell_started()
         elif message[0] == "secede":
             if not seceded:  # the cell waits on the cluster: its thread serves others meanwhile
                 secede()

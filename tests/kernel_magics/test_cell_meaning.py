@@ -265,3 +265,13 @@ def test_a_large_input_that_cannot_travel_is_one_line_and_no_log(nb):
     assert "input 'heavy' (list) cannot be sent to a worker" in out.error_text
     assert "Could not serialize object of type lock." in out.error_text
     assert out.stderr == "" and out.stdout == ""
+
+
+def test_a_pipe_the_cell_binds_is_named_and_breaks_nothing(nb):
+    out = nb.run("%%task\nimport multiprocessing\nreader, writer = multiprocessing.Pipe()\nkept = 1")
+    assert out.status == "ok", out.error_text
+    assert "reader (Connection: a Connection holds a file descriptor" in out.stderr
+    assert nb.value("('reader' in dir(), kept)") == (False, 1)
+    again = nb.run("%%task\nafter = kept + 1")
+    assert again.status == "ok", again.error_text
+    assert nb.value("after") == 2
