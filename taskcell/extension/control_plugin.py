@@ -6,8 +6,9 @@ what a task printed, from the scheduler's event log.
 it; it uses the standard library and distributed alone. It adds two scheduler handlers:
 
 - ``taskcell_control_info``: whether the scheduler serves :data:`SCALE` and :data:`STOP`, the
-  handlers with which taskcell's embedded cluster (:mod:`taskcell.cluster.embedded`) scales and
-  stops itself; the sidebar offers both only then;
+  handlers with which taskcell's embedded cluster scales and stops itself
+  (:mod:`taskcell.cluster.embedded_control`, whose names these are; a test of the server
+  against a kernel's embedded cluster holds them in step); the sidebar offers both only then;
 - ``taskcell_task_output``: what a cell printed, displayed and raised, from the events its
   worker logged on its kernel's topic (the scheduler keeps the last
   ``distributed.admin.low-level-log-length`` of each topic, while the kernel is connected):
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
 PLUGIN_NAME = "taskcell-control"
 #: Bumped when the handlers change, so a server replaces an older plugin.
 VERSION = 3
-#: The embedded cluster's handler ``(n) -> {"workers": n}``: start or retire workers until it
-#: has ``n`` (new ones like the first, idle ones retired first).
+#: The embedded cluster's handler ``(n) -> {"workers": n}`` (or ``{"error": why}``): start or
+#: retire workers until it has ``n`` (new ones like the first, the least busy retired first).
 SCALE = "taskcell_embedded_scale"
 #: The embedded cluster's handler ``() -> {}``: end the cluster, and its process, after
 #: answering; the kernel that started it starts a new one at its next ``%%task``.
