@@ -36,6 +36,9 @@ class InfeasibleError(_StatedError, RuntimeError):
 class ClusterError(_StatedError, RuntimeError):
     """The cluster cannot be reached, or a worker died under a task."""
 
+    #: The exit status of the cell's process, where it died (-9: killed, the OOM killer's way).
+    exit_code: int | None = None
+
 
 def worker_lost(worker: str, retries: int) -> ClusterError:
     """The one wording of a worker lost under a cell, whoever sees it first: the kernel (the
@@ -65,7 +68,8 @@ class CellError(TaskcellError):
     """
 
     def __init__(self, traceback_text: str, type_name: str) -> None:
-        super().__init__(traceback_text, type_name)
+        # Not the builtin's own __init__, whose arguments may be others (UnicodeDecodeError's).
+        BaseException.__init__(self, traceback_text, type_name)
         self.traceback_text = traceback_text
         self.type_name = type_name
 
@@ -115,7 +119,10 @@ def user_error(error: CellError) -> CellError:
     of it where it is a builtin: the notebook shows ``ValueError``, papermill and nbclient's
     ``allow_error_names`` see it, and ``except ValueError`` catches it."""
     cls = _user_error_class(error.type_name.rpartition(".")[2] or "CellError")
-    named = cls.__new__(cls)
+    try:
+        named = cls.__new__(cls)
+    except TypeError:  # a builtin that makes its instances itself: MemoryError
+        return cls(error.traceback_text, error.type_name)
     CellError.__init__(named, error.traceback_text, error.type_name)
     return named
 

@@ -74,6 +74,14 @@ def _publish(event: dict) -> None:
     )
 
 
+def _escalation(error: BaseException, request: Any, attempt: int, held: int | None) -> Any:
+    """The planner's next request after a failed attempt (imported only when one fails)."""
+    from taskcell import config
+    from taskcell.planner.escalation import next_attempt
+
+    return next_attempt(error, request, attempt, held, presets=config.presets())
+
+
 def _cell_number(shell: Any) -> int:
     """The N of this cell's ``In[N]``: IPython 9 counts up before a cell runs, 8 after, and
     both have stored the cell's input by now."""
@@ -147,6 +155,7 @@ class TaskMagics(Magics):
                 history=self.history,
                 out=None if parsed.background else out,
                 retries=parsed.retries,
+                escalate=_escalation,
             )
         except SpecError as e:  # a request over the platform's limits: nothing ran
             raise UsageError(str(e)) from None

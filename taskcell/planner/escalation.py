@@ -11,9 +11,9 @@ process that ran it (the kernel's OOM killer ends a process with SIGKILL: ``-9``
 :func:`escalate` chooses what the next attempt asks for, as Snakemake's attempt-scaled
 resources (``mem_mb=lambda wildcards, attempt: 2000 * attempt``) and nf-core's
 retry-with-more-memory (``memory = { 6.GB * task.attempt }`` on exit status 137) do: one rung
-up, the smallest preset with more memory than the attempt had (and at least what the failed
-allocation asked for, where the error says), keeping its cores and GPUs; where no preset has
-more, the memory doubled, as people ask for it. Both are pure: the runner calls them and starts
+up, the memory of the smallest preset with more than the attempt had (and at least what the
+failed allocation asked for, where the error says), every other field as the cell asked; where
+no preset has more, the memory doubled, as people ask for it. Both are pure: the runner calls them and starts
 the next attempt (see ``--retries``); nothing of a failed attempt is written back.
 """
 
@@ -168,26 +168,26 @@ def escalate(
     Returns
     -------
     Escalation
-        The smallest preset with more memory than the attempt had, and where the error says
-        what the failed allocation wanted, enough for that on top of what it had, with room;
-        its cores and GPUs kept. Where no preset has more, the memory doubled. ``message``
-        names it and says why.
+        The request with the memory of the smallest preset that has more than the attempt
+        had (and where the error says what the failed allocation wanted, enough for that on
+        top of what it had, with room); every other field as asked. Where no preset has more,
+        the memory doubled. ``message`` names it and says why.
     """
     had = request.memory.limit if request.memory is not None else held
     needs = (had or 0) + failure.wanted if failure.wanted else None
     least = max((had or 0) + 1, memory_needed(needs) if needs else 0)
     cores = float(request.cpu.request) if request.cpu is not None else 0.0
     found = presets_holding(least, cores, request, _presets(presets), by="memory")
-    if found:
+    if found and found[0][1].memory is not None:
         preset: str | None = found[0][0]
-        chosen = found[0][1]
-        memory = chosen.memory.request if chosen.memory else least
+        memory = found[0][1].memory.request
     else:
         preset = None
         memory = round_up(max(2 * (had or 0), least))
-        chosen = request.override(Resources(memory=memory))
+    # Only the memory climbs: the cores, GPUs and the rest stay as the cell asked them.
+    chosen = request.override(Resources(memory=memory))
     had_text = f"with {show_bytes(had)}" if had else "with no memory asked"
-    target = f"{preset} ({show_bytes(memory)})" if preset else chosen.to_options()
+    target = f"{preset}'s {show_bytes(memory)}" if preset else chosen.to_options()
     if needs:
         verdict = f"it needs at least {show_bytes(needs)}; {target} holds that"
     elif had:
@@ -196,3 +196,26 @@ def escalate(
         verdict = f"ask for its memory: {target} is a start"
     message = f"attempt {attempt} ran out of memory {had_text} ({failure.detail}): {verdict}"
     return Escalation(preset, chosen, memory, message)
+
+
+def next_attempt(
+    error: BaseException,
+    request: Resources,
+    attempt: int,
+    held: int | None,
+    presets: Mapping[str, Resources] | None = None,
+) -> Escalation | None:
+    """What a cell that failed with ``error`` asks for next, where memory failed it; None
+    where it did not. The runner's errors say what :func:`memory_failure` reads: the user's
+    exception type and traceback (``type_name``, ``traceback_text``), or the exit status of
+    the process that died (``exit_code``); ``forced`` where taskcell ended it itself."""
+    text = getattr(error, "traceback_text", None) or str(error)
+    failure = memory_failure(
+        getattr(error, "type_name", None),
+        text,
+        getattr(error, "exit_code", None),
+        forced=bool(getattr(error, "forced", False)),
+    )
+    if failure is None:
+        return None
+    return escalate(request, failure, attempt=attempt, held=held, presets=presets)

@@ -11,9 +11,12 @@ import html
 import itertools
 import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from taskcell.cluster.connect import live_workers
+from taskcell.errors import CellError, ClusterError
 from taskcell.runner.cell_task import (
     CellSource,
     Display,
@@ -22,6 +25,7 @@ from taskcell.runner.cell_task import (
     wait_for_cell,
 )
 from taskcell.runner.history import TaskRecord
+from taskcell.runner.job import CellResult
 from taskcell.runner.stopping import stop_cell
 from taskcell.runner.writeback import write_back
 from taskcell.spec import Resources
@@ -47,7 +51,8 @@ class BackgroundCell:
     worker, then finished, failed with the user's traceback, or cancelled.
     """
 
-    def __init__(self, client: Client, sub: Submission, namespace: MutableMapping[str, Any]):
+    def __init__(self, attempts: Attempts, sub: Submission):
+        client, namespace = attempts.client, attempts.namespace
         self.key = sub.job.key
         self.record = sub.record
         self.output = ""
@@ -58,6 +63,7 @@ class BackgroundCell:
         #: Names it did not bind because they were rebound after it was submitted.
         self.kept: list[str] = []
         self._client, self._sub, self._namespace = client, sub, namespace
+        self._attempts = attempts
         self._order = next(_order)
         names = (*sub.job.outputs, *sub.sent.deleted, *sub.sent.objects)
         self._before = {n: namespace.get(n, _MISSING) for n in names}
@@ -67,11 +73,9 @@ class BackgroundCell:
         self._changed_at = 0.0
 
     @classmethod
-    def start(
-        cls, client: Client, sub: Submission, namespace: MutableMapping[str, Any]
-    ) -> BackgroundCell:
-        """Follow ``sub`` in a thread and bind its outputs in ``namespace`` if it succeeds."""
-        handle = cls(client, sub, namespace)
+    def start(cls, attempts: Attempts, sub: Submission) -> BackgroundCell:
+        """Follow ``sub`` in a thread and bind its outputs if it succeeds."""
+        handle = cls(attempts, sub)
         _running[handle.key] = handle
         threading.Thread(target=handle._follow, name=f"taskcell-{handle.key}", daemon=True).start()
         return handle
@@ -79,7 +83,7 @@ class BackgroundCell:
     def _follow(self) -> None:
         out = Display(stream=self._stream, display=self._display, status=self._set_status)
         try:
-            result = wait_for_cell(self._client, self._sub, out)
+            self._sub, result = self._attempts.wait(self._sub, out, self._resubmitted)
             self.value = self._bind(result)
         except BaseException as e:
             self.error = e
@@ -87,6 +91,9 @@ class BackgroundCell:
             _running.pop(self.key, None)
             self._done.set()
             self._changed(force=True)
+
+    def _resubmitted(self, sub: Submission) -> None:
+        self._sub, self.record = sub, sub.record
 
     def _bind(self, result: Any) -> Any:
         """Apply the finished cell, binding only the names nobody rebound since (see the
@@ -203,6 +210,76 @@ def cancel_background(which: str) -> list[BackgroundCell]:
     return chosen
 
 
+#: What a cell asks for after a failed attempt: ``(error, request, attempt, memory it had)``
+#: to a step with the next ``request`` and a ``message`` naming it
+#: (:func:`taskcell.planner.escalation.next_attempt`), or None where memory did not fail it.
+Escalate = Callable[[BaseException, Resources, int, "int | None"], Any]
+
+
+@dataclass
+class Attempts:
+    """A cell's runs: the first, and, after one that ran out of memory, the next one rung up
+    (up to ``retries`` more), each a new task; nothing of a failed one is written back."""
+
+    client: Client
+    cell: CellSource
+    namespace: MutableMapping[str, Any]
+    request: Resources
+    name: str
+    history: list[TaskRecord]
+    retries: int = 0
+    escalate: Escalate | None = None
+    attempt: int = 1
+
+    def submit(self) -> Submission:
+        sub = submit_cell(
+            self.client, self.cell, self.namespace, self.request, self.name, self.retries
+        )
+        self.history.append(sub.record)
+        return sub
+
+    def wait(
+        self,
+        sub: Submission,
+        out: Display,
+        resubmitted: Callable[[Submission], None] = lambda sub: None,
+    ) -> tuple[Submission, CellResult]:
+        """The submission that finished and its result; the last attempt's error."""
+        while True:
+            try:
+                return sub, wait_for_cell(self.client, sub, out)
+            except (CellError, ClusterError) as error:
+                step = self._step(error, sub)
+                if step is None:
+                    raise
+                if self.attempt > self.retries:
+                    out.stream("stderr", f"taskcell: {step.message}\n")
+                    raise
+                out.stream(
+                    "stderr",
+                    f"taskcell: {step.message}; running it again "
+                    f"(attempt {self.attempt + 1} of {self.retries + 1})\n",
+                )
+                self.request, self.attempt = step.request, self.attempt + 1
+                sub = self.submit()
+                resubmitted(sub)
+
+    def _step(self, error: BaseException, sub: Submission) -> Any:
+        if self.escalate is None:
+            return None
+        ran_on = sub.attempts[-1] if sub.attempts else None
+        held = next((w.memory_limit for w in _known(self.client) if w.address == ran_on), None)
+        return self.escalate(error, self.request, self.attempt, held or None)
+
+
+def _known(client: Client) -> list[Any]:
+    """The live workers as last seen, or none where the scheduler does not answer."""
+    try:
+        return live_workers(client)
+    except ClusterError:
+        return []
+
+
 def run_cell_task(
     client: Client,
     cell: CellSource,
@@ -213,14 +290,16 @@ def run_cell_task(
     history: list[TaskRecord],
     out: Display | None,
     retries: int = 0,
+    escalate: Escalate | None = None,
 ) -> Any:
     """Run ``cell`` as a task: wait and return its last value, or, with no ``out``, return a
-    :class:`BackgroundCell` at once."""
-    sub = submit_cell(client, cell, namespace, request, name, retries)
-    history.append(sub.record)
+    :class:`BackgroundCell` at once. ``escalate``: what to ask for after an attempt that ran
+    out of memory (see :class:`Attempts`)."""
+    attempts = Attempts(client, cell, namespace, request, name, history, retries, escalate)
+    sub = attempts.submit()
     if out is None:
-        return BackgroundCell.start(client, sub, namespace)
-    result = wait_for_cell(client, sub, out)
+        return BackgroundCell.start(attempts, sub)
+    sub, result = attempts.wait(sub, out)
     value, notes = write_back(client, namespace, sub.sent, result)
     for note in notes:
         out.stream("stderr", f"taskcell: {note}\n")

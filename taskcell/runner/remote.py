@@ -70,9 +70,11 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
                 raise CellInterrupted(
                     f"the cell went on after the interrupt and was ended with {forced}"
                 ) from None
-            raise ClusterError(
+            died = ClusterError(
                 f"the process running the cell on {worker.address} died (exit code {code})"
-            ) from None
+            )
+            died.exit_code = code  # -9: the kernel's OOM killer, as a rule (planner.escalation)
+            raise died from None
     if reply[0] != "done":
         failure = _failure(reply)
         if isinstance(failure, CellError):  # the sidebar shows a task's own traceback

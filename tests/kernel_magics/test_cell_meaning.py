@@ -268,10 +268,44 @@ def test_a_large_input_that_cannot_travel_is_one_line_and_no_log(nb):
 
 
 def test_a_pipe_the_cell_binds_is_named_and_breaks_nothing(nb):
-    out = nb.run("%%task\nimport multiprocessing\nreader, writer = multiprocessing.Pipe()\nkept = 1")
+    out = nb.run(
+        "%%task\nimport multiprocessing\nreader, writer = multiprocessing.Pipe()\nkept = 1"
+    )
     assert out.status == "ok", out.error_text
     assert "reader (Connection: a Connection holds a file descriptor" in out.stderr
     assert nb.value("('reader' in dir(), kept)") == (False, 1)
     again = nb.run("%%task\nafter = kept + 1")
     assert again.status == "ok", again.error_text
     assert nb.value("after") == 2
+
+
+def test_a_cell_out_of_memory_starts_again_one_rung_up(nb, tmp_path):
+    marker = tmp_path / "first-attempt"
+    nb.run(f"attempts_log = []\nmarker = {str(marker)!r}")
+    out = nb.run(
+        cell("""
+        %%task --memory 256Mi --retries 1 --name hungry
+        import os
+        import numpy as np
+        attempts_log.append('ran')
+        first = not os.path.exists(marker)
+        open(marker, 'a').close()
+        if first:  # as numpy says it when the memory is not there
+            raise MemoryError("Unable to allocate 300. MiB for an array with shape (314572800,)")
+        size = np.ones(8, dtype=np.uint8).size
+        """),
+        timeout=120,
+    )
+    assert out.status == "ok", out.error_text
+    assert "attempt 1 ran out of memory with 256 MiB" in out.stderr
+    assert "running it again (attempt 2 of 2)" in out.stderr
+    assert nb.value("(size, attempts_log)") == (8, ["ran"])  # nothing from the failed attempt
+    assert nb.run("_t = %tasks").status == "ok"
+    assert nb.value("_t[_t.cell == 'hungry'].state.tolist()") == ["error", "finished"]
+
+
+def test_without_retries_the_memory_it_needs_is_named(nb):
+    out = nb.run("%%task --memory 256Mi\nimport numpy as np\nnp.ones(2**60, dtype=np.uint8)")
+    assert out.status == "error"
+    assert "attempt 1 ran out of memory with 256 MiB" in out.stderr
+    assert "Unable to allocate" in out.error_text
