@@ -13,8 +13,9 @@ resources (``mem_mb=lambda wildcards, attempt: 2000 * attempt``) and nf-core's
 retry-with-more-memory (``memory = { 6.GB * task.attempt }`` on exit status 137) do: one rung
 up, the memory of the smallest preset with more than the attempt had (and at least what the
 failed allocation asked for, where the error says), every other field as the cell asked; where
-no preset has more, the memory doubled, as people ask for it. Both are pure: the runner calls them and starts
-the next attempt (see ``--retries``); nothing of a failed attempt is written back.
+no preset has more, the memory doubled, as people ask for it. Both are pure: the runner calls
+them (through :func:`next_attempt`) and starts the next attempt (see ``--retries``); nothing of
+a failed attempt is written back.
 """
 
 from __future__ import annotations
