@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from taskcell.runner.analysis import _dotted, _file_read
+from taskcell.runner.analysis import dotted, file_read
 
 #: How a cell holds a file it reads:
 #: ``csv``: a DataFrame parsed from text (``pd.read_csv``, ``read_table``, ``read_fwf``);
@@ -138,8 +138,8 @@ def recognize(source: str, values: Iterable[str] = ()) -> CellWork:
     walker.loaded.update(values)
     reads: dict[str, Holding] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _file_read(node) and not walker.is_handle(node):
-            function = _dotted(node.func)
+        if isinstance(node, ast.Call) and file_read(node) and not walker.is_handle(node):
+            function = dotted(node.func)
             holding = walker.holding(node)
             known = reads.get(function)
             reads[function] = holding if known is None else _larger(known, holding)
@@ -158,11 +158,11 @@ def recognize(source: str, values: Iterable[str] = ()) -> CellWork:
 
 
 def _last(node: ast.expr) -> str:
-    return _dotted(node).rpartition(".")[2]
+    return dotted(node).rpartition(".")[2]
 
 
 def _module(node: ast.expr) -> str:
-    return _dotted(node).partition(".")[0]
+    return dotted(node).partition(".")[0]
 
 
 def _larger(a: Holding, b: Holding) -> Holding:
@@ -210,7 +210,7 @@ class _Walker:
     def is_handle(self, node: ast.Call) -> bool:
         """Whether a reader is given a file object (``json.load(f)``, ``json.load(open(p))``):
         the ``open`` is the read, and this call what the cell does with it."""
-        found = _file_read(node)
+        found = file_read(node)
         path = found[1] if found else None
         if isinstance(path, ast.Call):
             return _last(path.func) in _OPENERS

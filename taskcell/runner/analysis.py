@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["CellAnalysis", "FileRead", "analyze_cell"]
+__all__ = ["CellAnalysis", "FileRead", "analyze_cell", "dotted", "file_read"]
 
 # Names every cell can read without the notebook's namespace. IPython adds the last three to
 # builtins while it runs a cell; they are listed so the result is the same in and out of IPython.
@@ -703,7 +703,7 @@ class _CellVisitor(ast.NodeVisitor):
         if shell_call is not None:
             self._shell(*shell_call)
             return
-        read = _file_read(node)
+        read = file_read(node)
         if read is not None:
             function, path = read
             self._file(function, path)
@@ -882,7 +882,7 @@ def _statement(line: str, valued_options: str) -> str:
     return " ".join(words)
 
 
-def _file_read(node: ast.Call) -> tuple[str, ast.expr] | None:
+def file_read(node: ast.Call) -> tuple[str, ast.expr] | None:
     """``("pd.read_csv", <path expr>)`` when ``node`` reads a file by a path it names."""
     func = node.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -890,28 +890,28 @@ def _file_read(node: ast.Call) -> tuple[str, ast.expr] | None:
         name in _PATH_READERS
         and isinstance(func, ast.Attribute)
         and isinstance(func.value, ast.Call)
-        and _dotted(func.value.func).rpartition(".")[2] in ("Path", "PurePath")
+        and dotted(func.value.func).rpartition(".")[2] in ("Path", "PurePath")
         and func.value.args
     ):
-        return _dotted(func), func.value.args[0]
+        return dotted(func), func.value.args[0]
     if not (name in _READERS or name.startswith("read_")):
         return None
     if node.args and not isinstance(node.args[0], ast.Starred):
-        return _dotted(func), node.args[0]
+        return dotted(func), node.args[0]
     for keyword in node.keywords:
         if keyword.arg in _PATH_KEYWORDS:
-            return _dotted(func), keyword.value
+            return dotted(func), keyword.value
     return None
 
 
-def _dotted(node: ast.expr) -> str:
+def dotted(node: ast.expr) -> str:
     """``np.load`` for the expression ``np.load``; ``Path(...).read_text`` for a call in it."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
+        return f"{dotted(node.value)}.{node.attr}"
     if isinstance(node, ast.Call):
-        return f"{_dotted(node.func)}(...)"
+        return f"{dotted(node.func)}(...)"
     return "..."
 
 
@@ -921,7 +921,7 @@ def _string(node: ast.expr) -> str | None:
         return node.value
     if (
         isinstance(node, ast.Call)
-        and _dotted(node.func).rpartition(".")[2] in ("Path", "PurePath")
+        and dotted(node.func).rpartition(".")[2] in ("Path", "PurePath")
         and len(node.args) == 1
         and not node.keywords
     ):
