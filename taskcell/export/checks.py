@@ -34,6 +34,12 @@ DASK_PACKAGES = frozenset(
 )
 
 
+#: distributed's functions of futures, which the stand-in for a notebook's cluster gives too.
+FUTURE_FUNCTIONS = frozenset(
+    {"wait", "as_completed", "progress", "fire_and_forget", "get_client", "default_client"}
+)
+
+
 def module_problems(cell: Cell, tree: ast.Module) -> list[str]:
     """Why the cell cannot run in a module function: ``global`` in a notebook function,
     top-level ``await``."""
@@ -147,6 +153,25 @@ def _dotted(node: ast.expr) -> list[str]:
         parts.insert(0, node.attr)
         node = node.value
     return [node.id, *parts] if isinstance(node, ast.Name) else []
+
+
+def iterated(tree: ast.Module) -> list[str]:
+    """Names a cell's top-level loops run over (``for model in models``, ``for k, v in
+    d.items()``): the loop may change their items in place (``model.fit(X)``), which reading
+    the name alone does not show."""
+    found = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            source = stmt.iter
+            if (
+                isinstance(source, ast.Call)
+                and isinstance(source.func, ast.Attribute)
+                and source.func.attr in ("items", "values")
+            ):
+                source = source.func.value
+            if isinstance(source, ast.Name):
+                found.append(source.id)
+    return found
 
 
 def generator_names(tree: ast.Module) -> set[str]:

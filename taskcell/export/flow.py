@@ -196,6 +196,9 @@ class Workflow:
     carries_state: bool = False
     ipython: bool = False
     callables: frozenset[str] = frozenset({"pathlib.Path"})
+    stand_ins: tuple[str, ...] = ()
+    """Lines for after the imports: distributed's functions of futures the notebook imported
+    (``wait``, ``as_completed``...), as the stand-in for its cluster gives them."""
 
     @property
     def tasks(self) -> list[TaskStep]:
@@ -353,7 +356,22 @@ class _Planner:
             carries_state=self.carries_state,
             ipython=checks.uses_ipython(self.notebook.cells, self.modules.values()),
             callables=self.callables,
+            stand_ins=self._stand_ins(),
         )
+
+    def _stand_ins(self) -> tuple[str, ...]:
+        """Flyte and Latch: distributed's functions of futures, imported at the module's top,
+        as the stand-in for the notebook's cluster gives them."""
+        if self.target == "dask":
+            return ()
+        lines = []
+        for name in sorted(self.hoisted):
+            text = self.import_texts.get(name, "")
+            function = text.split()[3] if text.startswith("from ") else ""
+            module = checks.imported_module(text).partition(".")[0]
+            if module in ("dask", "distributed") and function in checks.FUTURE_FUNCTIONS:
+                lines.append(f"{name} = {self.helpers('local_dask')}().{function}")
+        return tuple(lines)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -620,9 +638,10 @@ class _Planner:
 
         only = self.imports[cell.number].only
         types = {p: self.types.get(p, ANY) for p in params}
+        changed = dict.fromkeys([*analysis.mutated, *checks.iterated(tree)])
         updates = tuple(
             n
-            for n in analysis.mutated
+            for n in changed
             if n in params
             and n not in self.definitions
             and n not in self.clusters

@@ -216,7 +216,7 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
     )
     start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
     sources = helpers(workflow, imports, copy=True)
-    parts = [docstring(workflow.docstring), imports.render(), *sources, *start]
+    parts = [docstring(workflow.docstring), imports.render(), *sources, *start, *workflow.stand_ins]
     parts += ["\n".join(env_lines), *functions, main_source, cli]
     return module_source(parts), notes
 

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from taskcell.export.cell_code import statement_names
+from taskcell.export.checks import iterated
 from taskcell.export.codegen import comment
 from taskcell.export.flow import DriverStep, Namer, Step, TaskStep, TextStep, Workflow
 from taskcell.export.hoisting import alias_text
@@ -371,7 +372,7 @@ class _Planner:
         needed = [self.imported[n] for n in analysis.inputs if n in self.imported]
         changed = [
             n
-            for n in analysis.mutated
+            for n in dict.fromkeys([*analysis.mutated, *iterated(tree)])
             if n in inputs and n not in analysis.outputs and self.types[n].kind not in IMMUTABLE
         ]
         task = _Draft(

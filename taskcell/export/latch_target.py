@@ -344,7 +344,13 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
     start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
     sources = helpers(workflow, writer.imports, copy=True)
     # The imports last: every other part may have asked for one.
-    parts = [docstring(workflow.docstring), writer.imports.render(), *sources, *start]
+    parts = [
+        docstring(workflow.docstring),
+        writer.imports.render(),
+        *sources,
+        *start,
+        *workflow.stand_ins,
+    ]
     parts += [*plan.module_code, *resource_functions, *tasks, *workflow_source]
     return module_source(parts), notes
 

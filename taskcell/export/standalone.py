@@ -444,10 +444,24 @@ def local_dask(*args: Any, **kwargs: Any) -> Any:
         def run(self, fn: Callable, *a: Any, **kw: Any) -> dict:
             return {"local": fn(*a, **kw)}
 
-        def _nothing(self, *a: Any, **kw: Any) -> Any:
+        # distributed's functions of futures, for the names the notebook imported
+        def wait(self, futures: Any, *a: Any, **kw: Any) -> Any:
+            return futures
+
+        def as_completed(self, futures: Any, with_results: bool = False, **kw: Any) -> Any:
+            items = list(futures)
+            return iter([(f, f.result()) for f in items] if with_results else items)
+
+        def get_client(self, *a: Any, **kw: Any) -> Any:
             return self
 
+        default_client = get_client
+
+        def _nothing(self, *a: Any, **kw: Any) -> None:
+            return None
+
         close = shutdown = restart = wait_for_workers = scale = adapt = upload_file = _nothing
+        progress = fire_and_forget = _nothing
         dashboard_link = ""
 
         def __enter__(self) -> Any:
