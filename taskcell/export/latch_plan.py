@@ -208,6 +208,8 @@ class _Planner:
         self.literals: dict[int, list[ast.stmt]] = {}
         self.definitions: dict[int, list[ast.stmt]] = {}
         self.imports_of: dict[str, str] = {}  # name -> the first import that binds it
+        # step -> the functions it defines that stay in its task, and the names each reads
+        self.staying: dict[int, dict[str, tuple[str, ...]]] = {}
         self.module_code: list[str] = []
         self.module_names: set[str] = set(self.hoisted)
 
@@ -286,6 +288,13 @@ class _Planner:
                     changed = True
         moved = {id(stmt) for _, stmt, _ in candidates.values()}
         for i, stmts in self.definitions.items():
+            code = _code(self.workflow.steps[i])
+            self.staying[i] = {
+                name: analyze_cell(_text(code, [stmt])).inputs
+                for stmt in stmts
+                if id(stmt) not in moved
+                for name in _defined(stmt)
+            }
             self.definitions[i] = [stmt for stmt in stmts if id(stmt) in moved]
         self.module_names |= set(candidates)
         for i, stmts in self.definitions.items():
@@ -320,6 +329,8 @@ class _Planner:
         self.last_binding = self._last_bindings()
         self.state_given = False  # whether a task before gave the process-wide state
         self.bundle_of: dict[str, _Bundle] = {}
+        # functions carried between tasks as values -> the notebook names they read
+        self.travelling: dict[str, tuple[str, ...]] = {}
         tasks: list[LatchTask] = []
         body: list[str | LatchTask] = []
         for i, step in enumerate(self.workflow.steps):
@@ -384,7 +395,9 @@ class _Planner:
             [*step.imports, *needed],
             frozenset(analysis.outputs),
         )
-        return self._make(i, task, tree, own_imports, None, step.changes_state)
+        made = self._make(i, task, tree, own_imports, None, step.changes_state)
+        self.travelling.update(self.staying.get(i, {}))
+        return made
 
     def _task(self, i: int, step: TaskStep) -> LatchTask:
         """A ``%%task`` cell's task: its inputs less the names now at the module's top."""
@@ -411,9 +424,12 @@ class _Planner:
     ) -> LatchTask:
         """The task: its inputs typed as they travel, and the outputs it must return."""
         found = cell_types(tree, {n: self.types.get(n, ANY) for n in draft.inputs}, self.path_names)
-        params, unpack, received = self._received(draft.inputs)
+        rebinds, read = self._rebinds(draft.inputs)
+        params, unpack, received = self._received([*draft.inputs, *read])
+        unpack += rebinds
         received_members = {b.name: list(b.members) for b in received}
         for name in draft.rebound:  # a name bound again no longer shares a bundle's objects
+            self.travelling.pop(name, None)
             bundle = self.bundle_of.pop(name, None)
             if bundle is not None:
                 bundle.members.remove(name)
@@ -460,6 +476,21 @@ class _Planner:
             changes_state,
             tuple((name, tuple(members)) for name, members in received_members.items()),
         )
+
+    def _rebinds(self, inputs: Iterable[str]) -> tuple[list[str], list[str]]:
+        """For each function the task takes that travels as a value: the line that makes it read
+        the notebook's names as they are now, not as they were where it was defined (a closure
+        keeps those), and the names that takes."""
+        lines: list[str] = []
+        read: dict[str, None] = {}
+        inputs = list(inputs)
+        for name in inputs:
+            names = [n for n in self.travelling.get(name, ()) if n in self.types]
+            if names:
+                arguments = ", ".join(f"{n}={n}" for n in names)
+                lines.append(f"{name} = {self.workflow.helpers('rebound')}({name}, {arguments})")
+                read.update(dict.fromkeys(n for n in names if n not in inputs))
+        return lines, list(read)
 
     def _received(
         self, inputs: Iterable[str]

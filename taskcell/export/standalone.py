@@ -13,6 +13,8 @@ the ``dask`` target imports them from here. What they stand for in a notebook:
   as in a kernel (a display prints its text).
 - :func:`update`: the notebook's object takes the state a task gave a copy of it, keeping its
   identity, as ``%%task`` does (:mod:`taskcell.runner.inplace`).
+- :func:`rebound`: a notebook function Latch carries between tasks as a value, reading the
+  notebook's names as they are when it is called.
 - :func:`process_state`, :func:`set_process_state`: the process-wide state a notebook's cells
   share (random generators, pandas options, matplotlib's style, scikit-learn's config, warnings
   filters), carried to a task and back, as ``%%task`` does (:mod:`taskcell.runner.process_state`).
@@ -42,6 +44,7 @@ __all__ = [
     "on_this_machine",
     "portable",
     "process_state",
+    "rebound",
     "script",
     "set_process_state",
     "shell",
@@ -284,6 +287,27 @@ def update(old: Any, new: Any) -> Any:
         return True
 
     return merge(old, new, 0)
+
+
+def rebound(function: Any, **names: Any) -> Any:
+    """A notebook function carried from the task that defined it, reading ``names`` as they are
+    now: the notebook looks its names up when the function runs, a closure keeps what they
+    were. Anything else than a function is returned as it is."""
+    import types
+
+    if not isinstance(function, types.FunctionType) or not function.__closure__:
+        return function
+    free = function.__code__.co_freevars
+    cells = tuple(
+        types.CellType(names[name]) if name in names else cell
+        for name, cell in zip(free, function.__closure__, strict=True)
+    )
+    made = types.FunctionType(
+        function.__code__, function.__globals__, function.__name__, function.__defaults__, cells
+    )
+    made.__kwdefaults__ = function.__kwdefaults__
+    made.__dict__.update(function.__dict__)
+    return made
 
 
 def process_state() -> dict[str, Any]:

@@ -293,3 +293,20 @@ def test_steps_keep_notebook_order():
     wf = plan("md:# T", "x = 1", "md:Then", "%%task\ny = x", "print(y)")
     kinds = [type(s) for s in wf.steps]
     assert kinds == [DriverStep, TextStep, TaskStep, DriverStep]
+
+
+def test_a_loop_over_a_notebook_name_may_change_its_items():
+    wf = plan(
+        "models = [object()]\nlookup = {'a': object()}",
+        "%%task\nfor model in models:\n    model.fit = 1\nfor key, item in lookup.items():\n"
+        "    item.x = key",
+        "print(models, lookup)",
+    )
+    assert wf.tasks[0].updates == ("lookup", "models")
+
+
+def test_distributeds_functions_of_futures_come_from_the_stand_in_without_a_cluster():
+    cells = ("from dask.distributed import Client, wait\nclient = Client()", "wait([])")
+    nb = read_notebook(notebook(*cells), BUILTIN_PRESETS)
+    assert plan_workflow(nb, BUILTIN_PRESETS, "latch").stand_ins == ("wait = local_dask().wait",)
+    assert plan_workflow(nb, BUILTIN_PRESETS, "dask").stand_ins == ()

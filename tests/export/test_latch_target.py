@@ -236,7 +236,7 @@ def test_a_function_reading_a_computed_value_travels_as_a_value():
         "scale = len('abc')\n\ndef helper(v):\n    return v * scale", "%%task\ny = helper(2)"
     )
     assert signature(source, "cell_1") == "() -> typing.Tuple[int, typing.Any]"
-    assert signature(source, "compute_y") == "(helper: typing.Any) -> None"
+    assert signature(source, "compute_y") == "(helper: typing.Any, scale: int) -> None"
     assert "scale, helper = cell_1()" in source
 
 
@@ -275,3 +275,11 @@ def test_names_sharing_objects_travel_in_one_pickle():
 def test_an_immutable_value_a_task_seems_to_change_is_not_returned():
     source = quietly("text = 'a b'", "%%task\nwords = text.split()", "print(words, text)")
     assert signature(source, "compute_words") == "(text: str) -> typing.List[str]"
+
+
+def test_a_function_carried_as_a_value_reads_the_names_as_they_are_when_called():
+    source = quietly(
+        "rate = 0.1\n\ndef apply(x):\n    return x * rate", "rate = 0.2", "%%task\nout = apply(10)"
+    )
+    assert signature(source, "compute_out") == "(apply: typing.Any, rate: float) -> None"
+    assert "apply = rebound(apply, rate=rate)" in source

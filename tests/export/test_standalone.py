@@ -4,14 +4,30 @@ from __future__ import annotations
 
 import builtins
 import collections
+import copy
 import math
 import pickle
 
+import cloudpickle
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskcell.export.standalone import cores, gib, on_this_machine, portable, source
+from taskcell.export.standalone import (
+    capture,
+    cores,
+    gib,
+    local_dask,
+    on_this_machine,
+    portable,
+    process_state,
+    rebound,
+    set_process_state,
+    shell,
+    show,
+    source,
+    update,
+)
 from taskcell.spec import parse_cpu, parse_quantity
 
 SIZES = [
@@ -76,7 +92,7 @@ def test_portable_values_unpickle_as_themselves(value):
 
 def test_sources_run_alone_under_their_new_names(tmp_path):
     namespace = {"__builtins__": builtins}
-    for function in (cores, gib, portable, on_this_machine):
+    for function in (cores, gib, portable, on_this_machine, update, show, local_dask):
         exec(source(function, f"my_{function.__name__}"), namespace)
     assert namespace["my_gib"]("3Gi") == 3
     assert namespace["my_cores"]("250m") == 1
@@ -85,3 +101,122 @@ def test_sources_run_alone_under_their_new_names(tmp_path):
         str(tmp_path / "f.txt"),
         str(tmp_path / "f.txt"),
     )
+
+
+# -- what a module carries of the notebook's meaning ---------------------------------------
+
+
+def test_show_writes_a_value_as_ipython_does(capsys):
+    from IPython.core.formatters import PlainTextFormatter
+
+    value = {"key": list(range(40))}  # long enough for IPython to break it over lines
+    show(value)
+    show(None)
+    assert capsys.readouterr().out == PlainTextFormatter()(value) + "\n"
+
+
+def test_shell_expands_names_all_or_none_as_ipython_does(capsys):
+    name = "world"  # noqa: F841 - read by the command
+    shell("echo hello {name}")
+    shell("echo $NOT_A_NAME {name}")  # one name missing: the command runs as typed
+    lines = shell("printf 'a\\nb\\n'", lines=True)
+    assert capsys.readouterr().out == "hello world\n{name}\n"
+    assert lines == ["a", "b"] and lines.n == "a\nb"  # IPython's SList
+
+
+def test_update_keeps_identity_and_the_parts_others_hold():
+    class Account:
+        def __init__(self):
+            self.history = []
+
+    nested = {"scores": [1, 2], "meta": {"n": 2}}
+    scores, meta = nested["scores"], nested["meta"]
+    changed = copy.deepcopy(nested)  # what a task got, and changed
+    changed["scores"].append(3)
+    changed["meta"]["n"] = 3
+    assert update(nested, changed) is nested
+    assert scores == [1, 2, 3] and nested["scores"] is scores and meta == {"n": 3}
+    account = Account()
+    theirs = copy.deepcopy(account)
+    theirs.history.append("deposit")
+    assert update(account, theirs) is account and account.history == ["deposit"]
+    assert update(1, 2) == 2 and update([1], "other") == "other"  # nothing to keep: replaced
+
+
+def test_update_moves_a_numpy_generator_and_writes_into_an_array():
+    import numpy as np
+
+    rng, data = np.random.default_rng(1), np.zeros(3)
+    moved, filled = copy.deepcopy((rng, data))
+    moved.random()  # the task drew a number from its copy
+    filled[:] = 7
+    twin = copy.deepcopy(moved)
+    assert update(rng, moved) is rng and update(data, filled) is data
+    assert data.tolist() == [7, 7, 7]
+    assert rng.random() == twin.random()  # rng goes on from where the task left its copy
+
+
+def test_process_state_carries_seeded_generators_and_options():
+    import random
+
+    import numpy as np
+    import pandas as pd
+
+    random.seed(3)
+    np.random.seed(4)
+    with pd.option_context("display.precision", 2):
+        state = pickle.loads(pickle.dumps(process_state()))
+        expected = (random.random(), np.random.rand())
+    set_process_state(state)
+    assert (random.random(), np.random.rand()) == expected
+    assert pd.get_option("display.precision") == 2
+    pd.reset_option("display.precision")
+
+
+def test_capture_keeps_what_it_caught_readable_after_pickling():
+    from IPython.display import display
+
+    from taskcell.export.standalone import ipython
+
+    ipython()
+    with capture() as caught:
+        print("inside")
+        display(3)
+    again = pickle.loads(cloudpickle.dumps(caught))  # as every target carries it
+    assert again.stdout == "inside\n" and len(again.outputs) == 1
+
+
+def test_the_stand_in_for_a_notebooks_cluster_computes_here():
+    import dask
+
+    client = local_dask()
+    future = client.submit(lambda a, b: a + b, 1, b=2)
+    squares = client.map(lambda v: v * v, range(3))
+    assert future.result() == 3 and future.done()
+    assert client.gather(squares) == [0, 1, 4]
+    assert client.gather({"a": future}) == {"a": 3}
+    assert client.compute(dask.delayed(sum)([1, 2])).result() == 3
+    assert [f.result() for f in client.wait(squares)] == [0, 1, 4]
+    assert [r for _, r in client.as_completed(squares, with_results=True)] == [0, 1, 4]
+    assert client.close() is None and client.get_client() is client
+    carried = pickle.loads(cloudpickle.dumps(squares))
+    assert [f.result() for f in carried] == [0, 1, 4]
+
+
+@pytest.mark.parametrize("value", [None, (1, 2), ("a",)], ids=["none", "pair", "one"])
+def test_portable_hands_flyte_what_it_refuses_or_splits(value):
+    carried = portable(value)
+    assert carried is not None and not isinstance(carried, tuple)
+    assert pickle.loads(pickle.dumps(carried)) == value
+
+
+def test_rebound_reads_names_as_they_are_now():
+    def defining_task(rate):
+        def apply(x, *, times=1):
+            return x * rate * times
+
+        return apply
+
+    apply = rebound(defining_task(0.1), rate=0.2)
+    assert apply(10, times=2) == 4.0 and apply.__name__ == "apply"
+    assert rebound(len, rate=1) is len  # no closure to bind
