@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -143,8 +144,14 @@ def problems_error(problems: Sequence[str]) -> ExportError:
     """One error naming every problem: the sentence itself when there is one."""
     if len(problems) == 1:
         return ExportError(problems[0])
-    listed = "\n".join(f"- {problem}" for problem in problems)
+    ordered = sorted(problems, key=_cell_number)  # a reader's order, whoever found them
+    listed = "\n".join(f"- {problem}" for problem in ordered)
     return ExportError(f"{len(problems)} cells cannot be exported as they are:\n{listed}")
+
+
+def _cell_number(problem: str) -> int:
+    found = re.match(r"cell (\d+)", problem)
+    return int(found.group(1)) if found else 0
 
 
 def read_notebook(
