@@ -13,13 +13,19 @@ workflow plan (:mod:`taskcell.export.flow`) this module decides, cell by cell:
   reads is there too (imports, literals as module constants, other such definitions). Any other
   definition stays in its cell's task, and the function travels to the tasks that call it as a
   value, as every other value does: a function defined again in a later cell, or rebound
-  (``f = dask.delayed(f)``), means what it meant in the notebook.
+  (``f = dask.delayed(f)``), means what it meant in the notebook. A task that calls such a
+  function also takes the notebook names it reads, and makes it read them as they are then
+  (:func:`~taskcell.export.standalone.rebound`), as the notebook looks them up at the call.
 - **Tasks.** The rest of each code cell becomes a ``small_task`` (``cell_N``), and each
   ``%%task`` cell a task with its request. A task takes the names it reads that a parameter or an
   earlier task bound, and returns those a later cell reads (a code cell also returns what it
   changes in place: ``data.append(x)``, ``df["y"] = ...``), plus the notebook's results. Where
   the notebook imports numpy, pandas, matplotlib, scikit-learn or ``random``, the process-wide
   state its cells share travels from each task that may change it to the tasks after it.
+- **Shared objects.** Names a cell binds to objects that may share parts (``alias = results``,
+  ``ledger = {"ada": acct}``: a statement binding one reads another) travel together in one
+  pickle (``shared_N``), so that a later task's change through one name shows through all, as
+  in the notebook.
 - **Results.** A name whose last binding no later cell reads, and whose type is known, is an
   output of the workflow, named after it.
 
