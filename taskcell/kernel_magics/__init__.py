@@ -94,6 +94,7 @@ class _EarlyStart:
             cluster = _prestarted()
             from taskcell import config
             from taskcell.cluster import connect
+            from taskcell.cluster import provision  # noqa: F401  (announces pools on connect)
 
             connect.on_wait = _show
             early = config.get("embedded-cluster.start-early")
