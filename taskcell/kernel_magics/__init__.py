@@ -93,8 +93,9 @@ class _EarlyStart:
         try:
             cluster = _prestarted()
             from taskcell import config
-            from taskcell.cluster import connect
-            from taskcell.cluster import provision  # noqa: F401  (announces pools on connect)
+            from taskcell.cluster import connect, provision
+
+            del provision  # imported for its hook: it announces the pools on connect
 
             connect.on_wait = _show
             early = config.get("embedded-cluster.start-early")
