@@ -92,10 +92,9 @@ class _EarlyStart:
     def _start(self) -> Any:
         try:
             cluster = _prestarted()
+            import taskcell.cluster.provision  # its hook announces the pools on connect
             from taskcell import config
-            from taskcell.cluster import connect, provision
-
-            del provision  # imported for its hook: it announces the pools on connect
+            from taskcell.cluster import connect
 
             connect.on_wait = _show
             early = config.get("embedded-cluster.start-early")
