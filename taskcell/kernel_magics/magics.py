@@ -141,6 +141,7 @@ class TaskMagics(Magics):
             shown=f"%%task {line}\n{cell}",
             filename=f"<cell In[{count}]>",
             transform=self._ipython.transform_cell,
+            count=count,
         )
         out = Display(
             stream=print_stream, display=self._displays, status=_StatusLine(), clear=clear_output

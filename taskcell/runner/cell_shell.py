@@ -13,6 +13,7 @@ run through it exactly as in the notebook's kernel; what it displays, ``display(
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -83,12 +84,17 @@ def _the_shell() -> Any:
 
 
 @contextmanager
-def cell_shell(namespace: dict[str, Any], send: Send) -> Iterator[Any]:
+def cell_shell(namespace: dict[str, Any], send: Send, count: int = 0) -> Iterator[Any]:
     """The shell, running in ``namespace`` and displaying through ``send``, while a cell runs:
-    ``get_ipython()`` and IPython's ``display`` work in the cell and in what it calls."""
+    ``get_ipython()`` and IPython's ``display`` work in the cell and in what it calls, and its
+    prompt count is the cell's own (``count``), as ``%%capture``'s ``Out[N]`` shows it."""
     shell = _the_shell()
     shell.user_module, shell.user_ns = shell.prepare_user_module(user_ns=namespace)
     shell.ns_table.update(user_global=namespace, user_local=namespace)
+    # The history a kernel keeps in its namespace, this cell's own: IPython writes to it.
+    for name, empty in (("_oh", {}), ("_ih", [""]), ("_dh", [os.getcwd()])):
+        namespace.setdefault(name, empty)
+    shell.execution_count = count
     shell.display_pub = _publisher_class()(send)
-    with shell.builtin_trap:
+    with shell.builtin_trap, shell.display_trap:  # as while a kernel runs a cell
         yield shell

@@ -67,6 +67,7 @@ class CellSource:
     filename: str
     line_offset: int = 1
     transform: Callable[[str], str] | None = None
+    count: int = 0  #: its execution count, the N of ``In[N]``
 
 
 @dataclass
@@ -123,6 +124,7 @@ def submit_cell(
         source=cell.body,
         display_source=cell.shown,
         filename=cell.filename,
+        count=cell.count,
         line_offset=cell.line_offset,
         outputs=analysis.outputs,
         topic=client.id,

@@ -228,7 +228,8 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     sys.stdout, sys.stderr = _Stream(outbox, "stdout"), _Stream(outbox, "stderr")
     try:
         body, last = _compile(job)
-        with cell_shell(namespace, outbox.send) as shell, _interruptible():
+        with cell_shell(namespace, outbox.send, job.count) as shell, _interruptible():
+            there = set(namespace)
             outbox.send(("started",))  # its worker may interrupt it from now on
             _evaluated(body, namespace)
             value = _evaluated(last, namespace) if last is not None else None
@@ -249,7 +250,7 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
         peak_memory=memory.stop() if memory.own else None,
         gpu_memory=gpu_memory,
     )
-    result = _result(job, namespace, snapshot, value, usage, dask_client)
+    result = _result(job, namespace, there, snapshot, value, usage, dask_client)
     return ("done", dataclasses.replace(result, environ=environ_changes))
 
 
@@ -286,18 +287,24 @@ def _flush_figures(shell: Any) -> None:
 def _result(
     job: CellJob,
     namespace: dict[str, Any],
+    there: set[str],
     snapshot: InputSnapshot,
     value: Any,
     usage: Usage,
     dask_client: Any,
 ) -> CellResult:
-    """What the cell sends back: outputs, changed inputs, and which of them are inputs."""
+    """What the cell sends back: outputs, changed inputs, and which of them are inputs.
+
+    The outputs are the names the analysis found and those the cell bound where it could
+    not see (``from m import *``, ``exec``): new names not ``there`` before it ran (not
+    ``_``-led ones, which IPython's own machinery binds too)."""
     inputs = {id(v): name for name, v in reversed(snapshot.objects.items())}
     if dask_client is not None and job.clients:
         inputs[id(dask_client)] = job.clients[0]
     outputs, aliases, shared = {}, {}, {}
     made: dict[int, str] = {}
-    for name in job.outputs:
+    unseen = [n for n in namespace if n not in there and n[0] != "_" and n not in job.outputs]
+    for name in [*job.outputs, *unseen]:
         if name not in namespace:
             continue
         bound = namespace[name]

@@ -66,6 +66,8 @@ class CellJob:
     uses_dask: bool = False
     #: Process-wide state the notebook has (:mod:`taskcell.runner.process_state`).
     state: list = field(default_factory=list)
+    #: The cell's execution count, its ``In[N]``.
+    count: int = 0
 
 
 class Shown:

@@ -309,3 +309,15 @@ def test_without_retries_the_memory_it_needs_is_named(nb):
     assert out.status == "error"
     assert "attempt 1 ran out of memory with 256 MiB" in out.stderr
     assert "Unable to allocate" in out.error_text
+
+
+def test_names_the_analysis_cannot_see_come_back(nb):
+    out = nb.run('%%task\nfrom math import *\nr = floor(2.5)\nexec("made_by_exec = 5")')
+    assert out.status == "ok", out.error_text
+    assert nb.value("(r, made_by_exec, round(pi, 2))") == (2, 5, 3.14)
+
+
+def test_capture_keeps_a_last_value_as_a_kernel_does(nb):
+    out = nb.run('%%task\n%%capture captured_out\nprint("hi")\n1 + 1')
+    assert out.status == "ok", out.error_text
+    assert nb.value("(len(captured_out.outputs), captured_out.stdout)") == (1, "hi\n")
