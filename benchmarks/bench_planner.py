@@ -25,7 +25,7 @@ from typing import Any
 
 import msgpack
 
-from taskcell.planner import plugin as wire
+from taskcell.planner import plugin
 
 GIB = 1 << 30
 
@@ -79,7 +79,7 @@ class _Scheduler:
         self.sent.append(msgpack.packb(msg, use_bin_type=True))
 
 
-def _assign(s: _Scheduler, p: wire.OccupancyPlugin, ws: _Worker, key: str, gpu: float) -> _Task:
+def _assign(s: _Scheduler, p: plugin.OccupancyPlugin, ws: _Worker, key: str, gpu: float) -> _Task:
     ts = _Task(key, {"GPU": gpu, "MEMORY": float(4 * GIB)}, "processing")
     ts.processing_on = ws
     s.tasks[key] = ts
@@ -90,7 +90,7 @@ def _assign(s: _Scheduler, p: wire.OccupancyPlugin, ws: _Worker, key: str, gpu: 
     return ts
 
 
-def _finish(s: _Scheduler, p: wire.OccupancyPlugin, ts: _Task) -> None:
+def _finish(s: _Scheduler, p: plugin.OccupancyPlugin, ts: _Task) -> None:
     ws = ts.processing_on
     ws.processing.discard(ts)
     for r, a in ts.resource_restrictions.items():
@@ -100,14 +100,14 @@ def _finish(s: _Scheduler, p: wire.OccupancyPlugin, ts: _Task) -> None:
     del s.tasks[ts.key]
 
 
-def _start(p: wire.OccupancyPlugin, ts: _Task) -> None:
+def _start(p: plugin.OccupancyPlugin, ts: _Task) -> None:
     msg = {"keys": [ts.key], "times": [time.time()], "worker": ts.processing_on.address}
-    p.log_event(wire.STARTED_TOPIC, msg)
+    p.log_event(plugin.STARTED_TOPIC, msg)
 
 
 def _cluster(n_workers: int, tasks_per_worker: int, running: int) -> tuple:
     s = _Scheduler(n_workers)
-    p = wire.OccupancyPlugin()
+    p = plugin.OccupancyPlugin()
     p.scheduler = s
     p._reset()
     p.subscribers.add("client-1")

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from taskcell.errors import ExportError
 
 __all__ = [
-    "Driver",
+    "CellsCode",
     "Namer",
     "comment",
     "docstring",
@@ -59,9 +59,9 @@ class Namer:
         return f"{second}_{i}"
 
 
-class Driver(str):
-    """A driver's source: mostly the notebook's code, parsed when its cells were read. As long
-    as the notebook, it is not parsed again (see :func:`module_source`)."""
+class CellsCode(str):
+    """A part holding the notebook's own code (a task, the driver), parsed when its cells were
+    read: not parsed again (see :func:`module_source`); what taskcell wrote around it was."""
 
 
 def parses(code: str) -> str:
@@ -83,12 +83,12 @@ def parses(code: str) -> str:
 
 
 def module_source(parts: Iterable[str]) -> str:
-    """A module from its top-level parts, each checked to parse but a :class:`Driver`.
+    """A module from its top-level parts, each checked to parse but a :class:`CellsCode`.
 
     Parsed part by part, never whole: a whole module's syntax tree takes memory in proportion
     to the notebook, many times over, and time; the parts taskcell writes itself are checked.
     """
-    kept = [part if isinstance(part, Driver) else parses(part) for part in parts if part.strip()]
+    kept = [part if isinstance(part, CellsCode) else parses(part) for part in parts if part.strip()]
     return "\n\n\n".join(part.strip("\n") for part in kept) + "\n"
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 
-from taskcell.export.codegen import Driver, docstring, indent, module_source
+from taskcell.export.codegen import CellsCode, docstring, indent, module_source
 from taskcell.export.flow import DriverStep, TaskStep, Workflow
 from taskcell.export.render import ImportBlock, driver_body, function, helpers
 from taskcell.spec import FIELDS, Resources
@@ -130,7 +130,7 @@ def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
     body = driver_body(workflow, call, before)
     body += ["\n".join([*wait(), f"return {results}(locals())"])]
     main_doc = '"""Run the workflow; return the final value of every name the notebook binds."""'
-    main_source = Driver(f"def {main}():\n    {main_doc}\n" + "\n\n".join(map(indent, body)))
+    main_source = CellsCode(f"def {main}():\n    {main_doc}\n" + "\n\n".join(map(indent, body)))
     cli = (
         'if __name__ == "__main__":\n'
         f"    parser = {argparse}.ArgumentParser(\n"

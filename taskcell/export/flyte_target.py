@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from taskcell.export.codegen import Driver, Namer, docstring, indent, module_source
+from taskcell.export.codegen import CellsCode, Namer, docstring, indent, module_source
 from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
 from taskcell.export.latch_types import ANY, Type, has_path, is_known
 from taskcell.export.notebook import ExportError
@@ -349,7 +349,7 @@ class _Writer:
         body = driver_body(self.workflow, call)
         doc = '"""Run the notebook\'s workflow: its code cells here, its %%task cells as tasks."""'
         head = f"@{driver_env}.task\nasync def {self.main}() -> None:\n    {doc}\n"
-        return Driver(head + "\n\n".join(map(indent, body)))
+        return CellsCode(head + "\n\n".join(map(indent, body)))
 
     def _bindings(self, step: TaskStep) -> tuple[str, list[str]]:
         """What a task's call binds, and the lines that take its changes in place and state."""

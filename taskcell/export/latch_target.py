@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from taskcell.errors import SpecError
-from taskcell.export.codegen import Namer, docstring, indent, module_source
+from taskcell.export.codegen import CellsCode, Namer, docstring, module_source, parses
 from taskcell.export.flow import TaskStep, Workflow
 from taskcell.export.latch_plan import LatchPlan, LatchTask, Param, listed, plan_latch
 from taskcell.export.latch_types import ANY, Type, has_path, path_shape
@@ -330,11 +330,19 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
         units["gib"] = workflow.helpers("gib")
     resource_functions: list[str] = []
     tasks = []
+    made: dict[int, tuple[str, list[str], list[str]]] = {}  # fixed requests, shared by cells
     for task in plan.tasks:
         if task.step is None:
             decorator = writer.imports.name("latch.resources.tasks", "small_task", "latch")
         else:
-            decorator, names, functions = latch_decorator(task.step, notes, units, task)
+            request = task.step.request
+            if id(request) in made:
+                decorator, names, functions = made[id(request)]
+            else:
+                before = len(notes)
+                decorator, names, functions = latch_decorator(task.step, notes, units, task)
+                if not request.dynamic and len(notes) == before:  # nothing said of this cell
+                    made[id(request)] = decorator, names, functions
             for name in names:
                 module = "latch" if name == "custom_task" else "latch.resources.tasks"
                 decorator = decorator.replace(name, writer.imports.name(module, name, "latch"), 1)
@@ -387,9 +395,10 @@ def _workflow(plan: LatchPlan, writer: _Writer, namer: Namer, workflow: Workflow
         lines.append(f"{', '.join(bound)} = {call}" if bound else call)
     if plan.outputs:
         lines.append(f"return {', '.join(name for name, _ in plan.outputs)}")
-    parts.append(
-        f"@{decorator}\ndef {main}({signature}) -> {returns}:\n" + indent("\n".join(lines))
-    )
+    head = f"@{decorator}\ndef {main}({signature}) -> {returns}:"
+    parses(f"{head}\n    pass")
+    # Each line is a call, a comment or the docstring taskcell wrote: indented as they are.
+    parts.append(CellsCode(head + "\n" + "\n".join(f"    {line}".rstrip() for line in lines)))
     arguments = ", ".join(f"{p.name}={writer.local_value(p)}" for p in params if has_path(p.type))
     parts.append(
         'if __name__ == "__main__":\n'

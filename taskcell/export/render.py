@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from taskcell.export import standalone
-from taskcell.export.codegen import Namer, comment, indent
+from taskcell.export.codegen import CellsCode, Namer, comment, indent, parses
 from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
 from taskcell.export.magics import HELPER_SOURCES
 
@@ -103,13 +103,14 @@ def function(
     prefix: str = "def",
 ) -> str:
     """A function's source: decorators, signature, then the body's lines (``pass`` if they
-    hold no code)."""
+    hold no code); what taskcell wrote is checked to parse."""
     lines = [line for part in body for line in part.strip("\n").splitlines() if part.strip()]
     if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
         lines.append("pass")
     arrow = f" -> {returns}" if returns else ""
-    head = [*decorators, f"{prefix} {name}({', '.join(params)}){arrow}:"]
-    return "\n".join(head) + "\n" + indent("\n".join(lines))
+    head = "\n".join([*decorators, f"{prefix} {name}({', '.join(params)}){arrow}:"])
+    parses(f"{head}\n    pass")  # what taskcell wrote; the body is the cell's, read already
+    return CellsCode(f"{head}\n" + indent("\n".join(lines)))
 
 
 def driver_body(

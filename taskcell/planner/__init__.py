@@ -2,8 +2,9 @@
 
 - :func:`occupancy`, :func:`occupancy_history`, :func:`snapshot`, :class:`OccupancyFeed`: what
   every worker has and holds, pushed by a scheduler plugin (:mod:`.plugin`) through one wire
-  codec (:mod:`.wire`), in the one schema (:mod:`.schema`) the notebook panel and the JupyterLab
-  sidebar share; :func:`snapshot_view` is how both show it (:mod:`.view`, :mod:`.amounts`).
+  codec (:mod:`.codec`), in the one schema (:mod:`.schema`) the notebook panel and the JupyterLab
+  sidebar share; :func:`snapshot_view` is how both show it (:mod:`.view`; amounts in the words
+  of :mod:`taskcell.spec.amounts`).
 - :func:`suggest`: the smallest preset for an input's size and a workload profile, and which
   live workers can run it.
 - :func:`cell_input` and :func:`estimate_memory`: what a cell reads (notebook values and the
@@ -30,7 +31,7 @@ _EXPORTS = {
     "snapshot_view": "taskcell.planner.view",
     "suggest": "taskcell.planner.suggestion",
     "Suggestion": "taskcell.planner.suggestion",
-    "capacities": "taskcell.planner.wire",
+    "capacities": "taskcell.planner.codec",
     "input_size": "taskcell.planner.sizing",
     "Profile": "taskcell.planner.workloads",
     "profiles": "taskcell.planner.workloads",

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from taskcell.errors import SpecError
-from taskcell.planner.amounts import show_bytes
 from taskcell.planner.estimate import FLOOR, Estimate
 from taskcell.planner.rightsize import (
     HEADROOM,
@@ -39,6 +38,7 @@ from taskcell.planner.suggestion import round_up, suggest, verdicts
 from taskcell.planner.workloads import get_profile
 from taskcell.runner.history import kernel_history
 from taskcell.spec import Resources
+from taskcell.spec.amounts import show_bytes
 
 #: Past runs of a cell that ``auto`` looks at, newest first.
 RECENT_RUNS = 5

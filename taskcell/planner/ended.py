@@ -10,7 +10,7 @@ those reports, so cells that ended before the plugin was added are taken over fr
 (:meth:`EndedTasks.seed`).
 
 It runs inside the scheduler, shipped by value with :mod:`taskcell.planner.plugin`, so it uses
-only the standard library and :mod:`taskcell.planner.wire`'s encoders.
+only the standard library and :mod:`taskcell.planner.codec`'s encoders.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 from distributed.metrics import time
 
+from taskcell.planner.codec import ended_record, request_record
 from taskcell.planner.schema import RECENT_LIMIT
-from taskcell.planner.wire import ended_record, request_record
 
 #: The keys taskcell makes (``unique_key``): a name, a dash, a uuid4's hex.
 _TASKCELL_KEY = re.compile(r"-[0-9a-f]{32}$")
@@ -33,7 +33,7 @@ _CELL_EVENTS = ("started", "finished", "failed")
 _ERROR_CHARS = 300
 #: An exception as Dask's ``exception_text`` writes it: ``ValueError('bad batch')``.
 _EXCEPTION_REPR = re.compile(r"^(\w+)\((['\"])(.*)\2\)$", re.S)
-# Positions in a wire record (see wire.ended_record).
+# Positions in a wire record (see codec.ended_record).
 _STATE, _WALL, _PEAK, _ERROR = 3, 6, 7, 8
 
 

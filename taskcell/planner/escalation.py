@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from taskcell.planner.amounts import show_bytes
 from taskcell.planner.rightsize import _presets, memory_needed, presets_holding
 from taskcell.planner.suggestion import round_up
 from taskcell.spec import Resources
+from taskcell.spec.amounts import show_bytes
 
 #: Exception type names that mean the process could not get memory.
 MEMORY_ERRORS = frozenset(

@@ -30,12 +30,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from taskcell.planner.amounts import show_bytes
 from taskcell.planner.compressed import compression
 from taskcell.planner.expansion import SAMPLE, expansion
 from taskcell.planner.recognize import CellWork, Holding, recognize
 from taskcell.planner.sizing import file_size, input_size
 from taskcell.runner.analysis import FileRead, analyze_cell
+from taskcell.spec.amounts import show_bytes
 
 MiB = 1 << 20
 

@@ -4,7 +4,7 @@
 snapshot current from the updates the scheduler's :class:`~taskcell.planner.plugin.OccupancyPlugin`
 pushes, on the client's own event loop, so it goes on while the kernel's main thread runs a
 blocking cell. Both install the plugin on first use (idempotently, by value, so the scheduler
-needs no taskcell of its own), and read what it sends with :mod:`taskcell.planner.wire`. Every
+needs no taskcell of its own), and read what it sends with :mod:`taskcell.planner.codec`. Every
 function works with a blocking client and, returning an awaitable, with an asynchronous one
 (``Client(asynchronous=True)``, as a Jupyter server uses).
 """
@@ -19,9 +19,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from taskcell.planner import amounts, ended, plugin, wire
+from taskcell.planner import codec, ended, plugin
 from taskcell.planner.schema import STRIP_SECONDS, STRIP_STEPS, Snapshot
-from taskcell.spec import amounts as spec_amounts
+from taskcell.spec import amounts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,7 +43,7 @@ def pickled_plugins() -> tuple[bytes, bytes]:
     import cloudpickle
     from distributed.protocol.pickle import dumps
 
-    for module in (plugin, ended, wire, amounts, spec_amounts):
+    for module in (plugin, ended, codec, amounts):
         cloudpickle.register_pickle_by_value(module)
     return dumps(plugin.OccupancyPlugin()), dumps(plugin.StartReporter())
 
@@ -64,7 +64,7 @@ async def _call(client: Client, op: str, /, **kwargs: Any) -> dict:
     if (client.id, client.scheduler.address) not in _registered:
         await _install(client)
     reply = await getattr(client.scheduler, op)(**kwargs)
-    if not isinstance(reply, dict) or reply.get("v") != wire.WIRE_VERSION:
+    if not isinstance(reply, dict) or reply.get("v") != codec.WIRE_VERSION:
         # A scheduler that restarted without the plugin answers None; an older taskcell's
         # plugin answers another version. Either way, install ours and ask again.
         await _install(client, replace=isinstance(reply, dict))
@@ -92,7 +92,7 @@ async def _snapshot_async(client: Client, strips: bool = True) -> Snapshot:
     """The whole state; its strips from the plugin's history unless ``strips`` is False."""
     full = await _call(client, "taskcell_occupancy")
     samples = (await _call(client, "taskcell_occupancy_history"))["samples"] if strips else []
-    return wire.decode(full, samples, client.scheduler.address)
+    return codec.decode(full, samples, client.scheduler.address)
 
 
 def snapshot(client: Client | None = None) -> Snapshot:
@@ -171,7 +171,7 @@ def history_frame(samples: list) -> pd.DataFrame:
             "free": max(use["total"] - use["running"] - use["assigned"], 0),
             "queued": queued,
         }
-        for t, queued, totals in wire.decode_samples(samples)
+        for t, queued, totals in codec.decode_samples(samples)
         for use in totals
     ]
     columns = ["time", "resource", "total", "running", "assigned", "free", "queued"]
@@ -285,7 +285,7 @@ class OccupancyFeed:
                 self.client.unsubscribe_topic(plugin.TOPIC)
             raise
         self._samples.extend(history["samples"])
-        self._apply(wire.unpack(full))
+        self._apply(codec.unpack(full))
         buffered, self._buffer = self._buffer, []
         self._based = True
         for update in buffered:
@@ -299,7 +299,7 @@ class OccupancyFeed:
         if not self._based:
             self._buffer.append(update)
             return
-        if update.get("v") != wire.WIRE_VERSION:
+        if update.get("v") != codec.WIRE_VERSION:
             return
         if update.get("epoch") != self._epoch:
             self._resync()  # another plugin (a restarted scheduler): its numbers start over
@@ -309,7 +309,7 @@ class OccupancyFeed:
         if update["seq"] != self._seq + 1:
             self._resync()  # missed one: start again from the whole state
             return
-        self._apply(wire.unpack(update))
+        self._apply(codec.unpack(update))
 
     def _resync(self) -> None:
         if self._refetch is not None and not self._refetch.done():
@@ -324,19 +324,19 @@ class OccupancyFeed:
                 logger.debug("taskcell: occupancy refetch failed: %r", e)
                 return
             if full["seq"] > self._seq or full.get("epoch") != self._epoch:
-                self._apply(wire.unpack(full))
+                self._apply(codec.unpack(full))
 
         self._refetch = asyncio.ensure_future(refetch())
 
     def _apply(self, update: dict) -> None:
         with self._lock:
             if update["full"]:
-                self._workers = {wire.worker_address(w): w for w in update["workers"]}
+                self._workers = {codec.worker_address(w): w for w in update["workers"]}
             else:
                 for address in update["removed"]:
                     self._workers.pop(address, None)
                 for w in update["workers"]:
-                    self._workers[wire.worker_address(w)] = w
+                    self._workers[codec.worker_address(w)] = w
             if update["queue"] is not None:
                 self._queue = update["queue"]
             if update["recent"] is not None:
@@ -347,7 +347,7 @@ class OccupancyFeed:
             self._totals = update["totals"]
             if update["dashboard"] != self._dashboard_port:
                 self._dashboard_port = update["dashboard"]
-                self._dashboard = wire.dashboard_link(
+                self._dashboard = codec.dashboard_link(
                     self.client.scheduler.address, self._dashboard_port
                 )
             self._sample(update)
@@ -367,7 +367,7 @@ class OccupancyFeed:
         the same sample of every update it publishes), and drop the samples they no longer
         reach, keeping the one in force where they begin."""
         if not self._samples or self._samples[-1][0] < update["time"]:
-            sample = wire.sample_record(update["time"], update["queued"], update["totals"])
+            sample = codec.sample_record(update["time"], update["queued"], update["totals"])
             self._samples.append(sample)
         start = update["time"] - STRIP_SECONDS * (STRIP_STEPS + 1)
         while len(self._samples) > 1 and self._samples[1][0] <= start:
@@ -394,7 +394,7 @@ class OccupancyFeed:
                 self._dashboard,
                 list(self._pools),
             )
-        return wire.snapshot(*args)
+        return codec.snapshot(*args)
 
     def close(self) -> Any:
         """Stop receiving updates (awaitable when asynchronous). Safe to call twice."""

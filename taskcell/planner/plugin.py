@@ -26,13 +26,13 @@ every task *assigned* to a worker, running or waiting there, and work stealing m
 updating it. So amounts here are summed from ``WorkerState.processing`` itself, split by the starts
 the workers report, and never go below zero.
 
-Its messages are compact lists, built and read by :mod:`taskcell.planner.wire`, the one codec;
+Its messages are compact lists, built and read by :mod:`taskcell.planner.codec`, the one codec;
 :mod:`taskcell.planner.feed` turns them into :mod:`taskcell.planner.schema` records.
 
 This module is shipped to the scheduler by value (cloudpickle), with :mod:`taskcell.planner.ended`,
-:mod:`taskcell.planner.wire` and :mod:`taskcell.planner.amounts`, so a scheduler without taskcell
+:mod:`taskcell.planner.codec` and :mod:`taskcell.spec.amounts`, so a scheduler without taskcell
 installed can run it: what it uses at run time is the standard library, dask, distributed, the
-wire's encoding functions, the one amount formatter, the schema's constants and the pools'
+codec's encoding functions, the one amount formatter, the schema's constants and the pools'
 event topic.
 """
 
@@ -49,10 +49,7 @@ from distributed.metrics import time
 
 from taskcell.cluster.pool_records import POOLS_TOPIC
 from taskcell.cluster.submit import CELL_ANNOTATION
-from taskcell.planner.amounts import shortfall, show_amount
-from taskcell.planner.ended import EndedTasks
-from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER, THREADS
-from taskcell.planner.wire import (
+from taskcell.planner.codec import (
     WIRE_VERSION,
     amount,
     history_message,
@@ -65,6 +62,9 @@ from taskcell.planner.wire import (
     update_message,
     worker_record,
 )
+from taskcell.planner.ended import EndedTasks
+from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER, THREADS
+from taskcell.spec.amounts import shortfall, show_amount
 
 if TYPE_CHECKING:
     from distributed import Scheduler, Worker

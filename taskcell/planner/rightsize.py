@@ -20,11 +20,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from taskcell.planner.amounts import show_bytes
 from taskcell.planner.schema import HintInfo
 from taskcell.planner.suggestion import cost, covers, round_up
 from taskcell.runner.history import kernel_history
 from taskcell.spec import GPU, Resources, format_quantity
+from taskcell.spec.amounts import show_bytes
 
 #: Used under this share of what it asked: over-requested.
 LOW = 0.25

@@ -29,7 +29,7 @@ connected: :class:`PoolInfo` and :class:`PoolWorker`, defined where they are wri
 The planner's answers travel as JSON too: :class:`SuggestionInfo` (``suggest(...).to_dict()``)
 and :class:`HintInfo` (``review(...)[i].to_dict()``).
 
-This module is the one definition: :mod:`taskcell.planner.wire` encodes and decodes it, and
+This module is the one definition: :mod:`taskcell.planner.codec` encodes and decodes it, and
 the sidebar's ``labextension/src/generated.ts`` is generated from it
 (:mod:`taskcell.planner.typescript`).
 """

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 from taskcell.cluster.feasibility import shortfalls
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources
 from taskcell.errors import LimitError, SpecError
-from taskcell.planner.amounts import shortfall, show_bytes
+from taskcell.planner.codec import capacities, worker_capacity
 from taskcell.planner.schema import SuggestionInfo, WorkerVerdict
 from taskcell.planner.sizing import input_size
-from taskcell.planner.wire import capacities, worker_capacity
 from taskcell.planner.workloads import Profile, get_profile
 from taskcell.spec import GPU, Resources, check_limits, format_gpu
+from taskcell.spec.amounts import shortfall, show_bytes
 
 if TYPE_CHECKING:
     from distributed import Client

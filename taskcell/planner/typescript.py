@@ -29,7 +29,7 @@ from pathlib import Path
 SOURCES = (
     "taskcell.cluster.pool_records",
     "taskcell.planner.schema",
-    "taskcell.planner.amounts",
+    "taskcell.spec.amounts",
     "taskcell.planner.view",
     "taskcell.extension.payloads",
 )

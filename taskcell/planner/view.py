@@ -1,10 +1,11 @@
 """How a snapshot is shown: grouping, order and every label, one rule set for panel and sidebar.
 
 :func:`snapshot_view` turns a :class:`~taskcell.planner.schema.Snapshot` into a
-:class:`SnapshotView` in which every word and number a person reads is already written. The
-notebook panel (:mod:`taskcell.widgets.render`) draws it as HTML; the Jupyter server computes the
-same record for the JupyterLab sidebar (:mod:`taskcell.extension.views`), which only draws it,
-typed by the declarations generated from this module (:mod:`taskcell.planner.typescript`).
+:class:`SnapshotView` in which every word and number a person reads is already written.
+The notebook panel (:mod:`taskcell.widgets.panel_html`) draws it as HTML; the Jupyter server
+computes the same record for the JupyterLab sidebar (:mod:`taskcell.extension.views`), which
+only draws it, typed by the declarations generated from this module
+(:mod:`taskcell.planner.typescript`).
 
 Times are the scheduler's (Unix seconds on its clock), and so is ``now``. A label that holds a
 duration growing with the clock (how long a task has run or waited, how long ago one ended, how
@@ -49,8 +50,6 @@ import zlib
 from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
-from taskcell.planner.amounts import show_amount as _show_amount
-from taskcell.planner.amounts import show_bytes
 from taskcell.planner.schema import (
     STRIP_SECONDS,
     STRIP_STEPS,
@@ -67,6 +66,8 @@ from taskcell.planner.schema import (
     WorkerSnapshot,
     workers_up,
 )
+from taskcell.spec.amounts import show_amount as _show_amount
+from taskcell.spec.amounts import show_bytes
 
 #: An amount's words, remembered: a cluster's workers repeat the same few amounts, bar by bar.
 show_amount = functools.lru_cache(maxsize=4096)(_show_amount)

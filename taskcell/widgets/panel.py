@@ -19,7 +19,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from taskcell.widgets import render
+from taskcell.widgets import panel_html
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -213,23 +213,23 @@ class Panel:
         status = self.feed.client.status
         state = "live" if status == "running" else f"client {status}; not updating"
         title = (
-            f"<b>taskcell</b> · {render.esc(snap['scheduler'])} · "
+            f"<b>taskcell</b> · {panel_html.esc(snap['scheduler'])} · "
             f"<span style='opacity:0.8'>{state} · update {snap['seq']}</span>"
         )
         self._set(self.title, title)
-        self._set(self.totals, render.totals_html(view))
-        self._set(self.workers, render.workers_html(view))
-        self._set(self.pools, render.pools_html(view))
-        self._set(self.queue, render.queue_html(view))
-        self._set(self.ended, render.ended_html(view))
-        self._set(self.timeline, render.timeline_html(view))
-        self._set_choices(render.live_tasks(view))
+        self._set(self.totals, panel_html.totals_html(view))
+        self._set(self.workers, panel_html.workers_html(view))
+        self._set(self.pools, panel_html.pools_html(view))
+        self._set(self.queue, panel_html.queue_html(view))
+        self._set(self.ended, panel_html.ended_html(view))
+        self._set(self.timeline, panel_html.timeline_html(view))
+        self._set_choices(panel_html.live_tasks(view))
         try:
             hints = latest_hints(list(self._history))
         except Exception:  # a malformed record must not stop the panel
             logger.debug("taskcell: right-sizing review failed", exc_info=True)
             hints = []
-        self._set(self.hints, render.hints_html(hints))
+        self._set(self.hints, panel_html.hints_html(hints))
         self.redraws += 1
 
     @staticmethod
@@ -260,16 +260,16 @@ class Panel:
         if not key:
             return None
         client = self.feed.client
-        self.cancel_status.value = render.esc(f"cancelling {key}…")
+        self.cancel_status.value = panel_html.esc(f"cancelling {key}…")
 
         def stop() -> None:
             try:
                 running = client.sync(cancel_task, client, key)
             except Exception as e:  # the cluster went away: say so, in the panel
-                self.cancel_status.value = render.failure(f"could not cancel {key}: {e}")
+                self.cancel_status.value = panel_html.failure(f"could not cancel {key}: {e}")
                 return
             how = "interrupted on its worker" if running else "cancelled before it started"
-            self.cancel_status.value = render.esc(f"{key}: {how}")
+            self.cancel_status.value = panel_html.esc(f"{key}: {how}")
 
         thread = threading.Thread(target=stop, name=f"taskcell-cancel-{key}", daemon=True)
         thread.start()
@@ -299,7 +299,7 @@ class Panel:
             )
         except SpecError as e:
             self.suggestion = None
-            self.advice.value = render.failure(str(e))
+            self.advice.value = panel_html.failure(str(e))
             self.insert_button.disabled = True
             return None
         self.advice.value = self.suggestion._repr_html_()

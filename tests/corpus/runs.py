@@ -29,7 +29,7 @@ _NOTE = re.compile(r"^taskcell: .*\n?", re.M)
 _LOST = re.compile(r"^taskcell: (\w+) \(.*\) cannot come back from the worker", re.M)
 
 # The last cell of every run: the notebook's names, as values two processes can compare.
-_NAMES_CELL = r'''
+_NAMES_CELL = r"""
 def _taskcell_canon(value, depth=0):
     import types
     if depth > 6:
@@ -64,7 +64,7 @@ print("TASKCELL-NAMES" + _taskcell_json.dumps({
     if not _n.startswith("_") and _n not in ("In", "Out", "get_ipython", "exit", "quit")
     and _taskcell_canon(_v) is not None
 }))
-'''
+"""
 
 
 @dataclass

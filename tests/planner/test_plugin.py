@@ -9,7 +9,7 @@ from distributed import Client, Event
 from distributed.utils_test import gen_cluster
 
 from taskcell.cluster.pool_records import POOLS_TOPIC
-from taskcell.planner import OccupancyFeed, occupancy, plugin, snapshot, wire
+from taskcell.planner import OccupancyFeed, codec, occupancy, plugin, snapshot
 from taskcell.planner.feed import install
 from taskcell.planner.schema import QUEUE_LIMIT, RECENT_LIMIT, TASKS_PER_WORKER
 
@@ -18,16 +18,17 @@ LONG = 60
 
 
 def hold(event: str, i: int = 0) -> int:
-    Event(event).wait(30)
+    Event(event).wait(LONG)  # as long as the test may take: a task must not end on its own
     return i
 
 
-async def until(check, timeout=20.0):
+async def until(check, timeout=20.0, seen=None):
+    """Wait for ``check()``; the error says what ``seen()`` was last, when given."""
     for _ in range(int(timeout / 0.02)):
         if check():
             return
         await asyncio.sleep(0.02)
-    raise AssertionError("condition never held")
+    raise AssertionError(f"condition never held; last seen: {seen() if seen else '-'}")
 
 
 def gpu(snap):
@@ -53,7 +54,11 @@ async def test_updates_are_bounded_whatever_the_queue(c, s, a):
     feed = await OccupancyFeed(c).start()
     stuck = [c.submit(hold, "many", i, resources={"GPU": 1}, pure=False) for i in range(60)]
     never = [c.submit(hold, "many", i, resources={"GPU": 3}, pure=False) for i in range(150)]
-    await until(lambda: feed.snapshot()["queued"] == 150 and gpu(feed.snapshot())[2] == 58)
+    await until(
+        lambda: feed.snapshot()["queued"] == 150 and gpu(feed.snapshot())[2] == 58,
+        timeout=LONG / 2,
+        seen=lambda: (feed.snapshot()["queued"], gpu(feed.snapshot())),
+    )
     snap = feed.snapshot()
     (w,) = snap["workers"]
     assert (w["running_tasks"], w["assigned_tasks"]) == (2, 58)
@@ -80,7 +85,7 @@ async def test_updates_are_bounded_whatever_the_queue(c, s, a):
 
 def state(s):
     """The plugin's whole state now, decoded (straight from the scheduler, in-process)."""
-    return wire.decode(s.plugins[plugin.PLUGIN_NAME].handle_snapshot())
+    return codec.decode(s.plugins[plugin.PLUGIN_NAME].handle_snapshot())
 
 
 def threads(snap):
@@ -131,20 +136,20 @@ def test_large_updates_travel_compressed_and_decode_the_same():
     workers = [
         [f"tcp://10.0.0.{i}:1", f"w{i}", 2, 0, {"threads": [2, 1, 0], "GPU": [2, 1, 0]},
          [[f"cell-{i}-{'a' * 32}", None, {"GPU": 1}, "r", 1.5]], 1, 0]
-        for i in range(wire.COMPRESS_FROM)
+        for i in range(codec.COMPRESS_FROM)
     ]  # fmt: skip
     full = {
-        "v": wire.WIRE_VERSION, "epoch": "e1", "seq": 3, "time": 2.0, "scheduler": "tcp://s:1",
+        "v": codec.WIRE_VERSION, "epoch": "e1", "seq": 3, "time": 2.0, "scheduler": "tcp://s:1",
         "workers": workers, "removed": [], "queue": [], "queued": 0,
         "totals": {"GPU": [128, 64, 0]}, "recent": [], "dashboard": None, "pools": [],
         "full": True,
     }  # fmt: skip
-    packed = wire.pack(full)
+    packed = codec.pack(full)
     assert set(packed) == {"v", "epoch", "seq", "zlib"} and len(packed["zlib"]) < 4000
-    assert wire.decode(packed) == wire.decode(full)
-    assert wire.decode(full)["workers"][0]["tasks"][0]["name"] == "cell-0"
+    assert codec.decode(packed) == codec.decode(full)
+    assert codec.decode(full)["workers"][0]["tasks"][0]["name"] == "cell-0"
     small = {**full, "workers": workers[:3]}
-    assert wire.pack(small) is small
+    assert codec.pack(small) is small
 
 
 @gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)

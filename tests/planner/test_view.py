@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from taskcell.planner.amounts import show_amount, show_bytes, significant
 from taskcell.planner.schema import (
     STRIP_SECONDS,
     EndedTask,
@@ -28,7 +27,8 @@ from taskcell.planner.view import (
     request_label,
     snapshot_view,
 )
-from taskcell.widgets import render
+from taskcell.spec.amounts import show_amount, show_bytes, significant
+from taskcell.widgets import panel_html
 
 NOW = 1_000_000.0
 GiB = 1 << 30
@@ -337,8 +337,8 @@ def test_pools_say_their_shape_counts_and_each_workers_state():
 @pytest.mark.parametrize("case", CASES)
 def test_the_panel_draws_the_groups_workers_and_labels_in_order(case):
     view = snapshot_view(CASES[case](), NOW)
-    html = render.workers_html(view) + render.totals_html(view) + render.queue_html(view)
-    html += render.ended_html(view) + render.pools_html(view)
+    parts = ("workers_html", "totals_html", "queue_html", "ended_html", "pools_html")
+    html = "".join(getattr(panel_html, part)(view) for part in parts)
     expected = [g["title"] for g in view["groups"]]
     expected += [p["title"] for p in view["pools"]] + [p["shape"] for p in view["pools"]]
     expected += [p["detail"] for p in view["pools"]]
@@ -347,13 +347,13 @@ def test_the_panel_draws_the_groups_workers_and_labels_in_order(case):
     expected += [b["label"] for b in view["totals"]]
     expected += [s["title"] for s in view["strips"]]
     expected += [t["detail"]["text"] for t in view["ended"]] + [view["ended_title"]]
-    positions = [html.find(render.esc(label)) for label in expected]
+    positions = [html.find(panel_html.esc(label)) for label in expected]
     assert -1 not in positions
-    titles = [html.find(render.esc(g["title"])) for g in view["groups"]]
+    titles = [html.find(panel_html.esc(g["title"])) for g in view["groups"]]
     assert titles == sorted(titles)
-    pools = render.pools_html(view)
+    pools = panel_html.pools_html(view)
     states = [
-        pools.find(f">{render.esc(w['label']['text'])}<")
+        pools.find(f">{panel_html.esc(w['label']['text'])}<")
         for p in view["pools"]
         for w in p["workers"]
     ]
@@ -465,8 +465,8 @@ def test_the_ended_tasks_can_be_filtered_by_cell_worker_and_state():
 
 def test_the_panel_draws_the_timeline_with_a_legend_of_cells():
     view = snapshot_view(ended_strips_and_dashboard(), NOW)
-    html = render.timeline_html(view)
+    html = panel_html.timeline_html(view)
     assert "Timeline, last 5 min" in html
     assert html.count(CELL_PALETTE[cell_color("stop")]) >= 2  # its bar and its legend swatch
-    assert render.esc("stop · cancelled · 59.9s") in html
-    assert "No task ran" in render.timeline_html(snapshot_view(empty(), NOW))
+    assert panel_html.esc("stop · cancelled · 59.9s") in html
+    assert "No task ran" in panel_html.timeline_html(snapshot_view(empty(), NOW))

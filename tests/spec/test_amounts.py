@@ -10,7 +10,7 @@ from taskcell.cluster import names
 from taskcell.cluster.feasibility import check_feasible
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.errors import InfeasibleError
-from taskcell.planner import amounts as planner_amounts
+from taskcell.planner import codec
 from taskcell.planner.view import request_label
 from taskcell.runner.cell_task import Submission, _waiting_reason
 from taskcell.runner.history import TaskHistory, TaskRecord
@@ -68,7 +68,7 @@ def test_the_same_amount_reads_the_same_in_every_message() -> None:
     kept = RemoteValue(SimpleNamespace(key="k"), "x", amount)
     assert f": {shown} kept on the cluster" in repr(kept)
     # the panel and the sidebar's views, and the planner
-    assert planner_amounts.show_amount is show_amount
+    assert codec.show_amount is show_amount
     assert (
         request_label({"MEMORY": amount}) == show_request({"MEMORY": amount}) == f"MEMORY={shown}"
     )

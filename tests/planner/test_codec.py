@@ -10,7 +10,7 @@ from typing import get_args
 import pytest
 
 from taskcell.cluster import pool_records
-from taskcell.planner import wire
+from taskcell.planner import codec
 from taskcell.planner.feed import pickled_plugins
 from taskcell.planner.schema import (
     STRIP_SECONDS,
@@ -39,15 +39,15 @@ PUBLISHED = {
 
 
 def gpu_worker() -> list:
-    return wire.worker_record(
+    return codec.worker_record(
         "tcp://10.0.0.1:1",
         "gpu-box",
         2,
         8 << 30,
         {"GPU": [2, 2, 1], "threads": [2, 2, 1], "MEMORY": [8 << 30, 0, 0]},
         [
-            wire.task_record(KEY, "cell", {"GPU": 1}, "running", 10.0),
-            wire.task_record(("chunk", 0), "chunk", {"GPU": 1}, "assigned", 11.0),
+            codec.task_record(KEY, "cell", {"GPU": 1}, "running", 10.0),
+            codec.task_record(("chunk", 0), "chunk", {"GPU": 1}, "assigned", 11.0),
         ],
         1,
         1,
@@ -55,7 +55,7 @@ def gpu_worker() -> list:
 
 
 def test_a_worker_decodes_into_the_schema_with_resources_in_order_and_reasons():
-    w = wire.decode_worker(gpu_worker())
+    w = codec.decode_worker(gpu_worker())
     assert [u["resource"] for u in w["resources"]] == ["threads", "MEMORY", "GPU"]
     running, assigned = w["tasks"]
     assert running == TaskInfo(
@@ -71,22 +71,22 @@ def test_a_worker_decodes_into_the_schema_with_resources_in_order_and_reasons():
     assert assigned["waiting_for"] == (
         "waiting on this worker for GPU=1 (2 of 2 held by running tasks)"
     )
-    assert wire.worker_capacity(w).resources == {"GPU": 2, "MEMORY": 8 << 30}
+    assert codec.worker_capacity(w).resources == {"GPU": 2, "MEMORY": 8 << 30}
 
 
 def test_a_whole_state_and_its_samples_round_trip():
     worker = gpu_worker()
-    queued = wire.task_record("big-1", "big", {"GPU": 4}, "queued", 12.0, "no live worker")
-    totals = wire.sum_totals([worker, worker])
+    queued = codec.task_record("big-1", "big", {"GPU": 4}, "queued", 12.0, "no live worker")
+    totals = codec.sum_totals([worker, worker])
     assert totals["GPU"] == [4, 4, 2]
-    ended = wire.ended_record(
+    ended = codec.ended_record(
         KEY, "cell", {"GPU": 1}, "failed", 12.5, "tcp://10.0.0.1:1", 2.5, 1 << 20, "ValueError: x"
     )
-    pools = [wire.pool_record(PUBLISHED)]
-    message = wire.update_message(
+    pools = [codec.pool_record(PUBLISHED)]
+    message = codec.update_message(
         "e", 3, 13.0, "tcp://s:1", [worker], [], [queued], 1, totals, [ended], 8787, pools, True
     )
-    snap = wire.decode(message, address="tcp://scheduler.example:8786")
+    snap = codec.decode(message, address="tcp://scheduler.example:8786")
     assert snap["recent"] == [
         EndedTask(
             key=KEY,
@@ -129,7 +129,7 @@ def test_a_whole_state_and_its_samples_round_trip():
         "no live worker",
     )
     assert snap["queue"][0]["worker"] is None
-    ((t, n, uses),) = wire.decode_samples([wire.sample_record(13.0, 1, totals)])
+    ((t, n, uses),) = codec.decode_samples([codec.sample_record(13.0, 1, totals)])
     assert (t, n) == (13.0, 1)
     assert uses[0] == ResourceUse(resource="threads", total=4, running=4, assigned=2)
 
@@ -139,9 +139,9 @@ def test_a_pool_worker_has_the_states_the_provisioner_writes():
 
 
 def test_a_dashboard_link_only_where_the_scheduler_serves_one():
-    assert wire.dashboard_link("tcp://10.0.0.5:8786", None) is None
-    assert wire.dashboard_link("tcp://10.0.0.5:8786", 8787) == "http://10.0.0.5:8787/status"
-    assert wire.dashboard_link("inproc://10.0.0.5/1/2", 1234) == "http://localhost:1234/status"
+    assert codec.dashboard_link("tcp://10.0.0.5:8786", None) is None
+    assert codec.dashboard_link("tcp://10.0.0.5:8786", 8787) == "http://10.0.0.5:8787/status"
+    assert codec.dashboard_link("inproc://10.0.0.5/1/2", 1234) == "http://localhost:1234/status"
 
 
 def steps(now: float) -> int:
@@ -164,7 +164,7 @@ def steps(now: float) -> int:
 )  # fmt: skip
 def test_a_strip_holds_the_highest_share_of_each_step(samples, expected_tail):
     now = 114.0
-    (strip,) = wire.strips(samples, now)
+    (strip,) = codec.strips(samples, now)
     assert strip["resource"] == "GPU"
     assert len(strip["shares"]) == STRIP_STEPS
     assert strip["start"] == (steps(now) - STRIP_STEPS + 1) * STRIP_SECONDS
@@ -174,15 +174,15 @@ def test_a_strip_holds_the_highest_share_of_each_step(samples, expected_tail):
 
 def test_a_strip_starts_from_the_sample_in_force_before_it():
     long_ago = [[0.0, 0, {"GPU": [2, 2, 0]}], [5000.0, 0, {"GPU": [2, 1, 0]}]]
-    (strip,) = wire.strips(long_ago, 5000.0 + STRIP_SECONDS * 2)
+    (strip,) = codec.strips(long_ago, 5000.0 + STRIP_SECONDS * 2)
     assert strip["shares"][0] == 1.0  # held since t=0, long before the strip begins
     assert strip["shares"][-3:] == [0.5, 0.5, 0.5]
-    assert wire.strips([], 100.0) == []
+    assert codec.strips([], 100.0) == []
 
 
 def test_whole_amounts_travel_as_ints():
-    assert wire.request_record({"GPU": 1.0, "CPU": 0.5}) == {"GPU": 1, "CPU": 0.5}
-    assert type(wire.amount(2.0)) is int
+    assert codec.request_record({"GPU": 1.0, "CPU": 0.5}) == {"GPU": 1, "CPU": 0.5}
+    assert type(codec.amount(2.0)) is int
 
 
 SHIPPED = """

@@ -35,7 +35,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from taskcell.planner.amounts import show_amount
 from taskcell.planner.schema import (
     STRIP_SECONDS,
     STRIP_STEPS,
@@ -49,6 +48,7 @@ from taskcell.planner.schema import (
     UsageStrip,
     WorkerSnapshot,
 )
+from taskcell.spec.amounts import show_amount
 
 if TYPE_CHECKING:
     from taskcell.cluster.mapping import WorkerCapacity
