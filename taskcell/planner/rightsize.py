@@ -303,9 +303,20 @@ def _right_size(
         at_most=Resources(memory=bound_memory, cpu=bound_cpu),
         by="cpu" if cpu_finding and not memory_finding else "memory",
     )
+    shrinking = memory_finding != "near" and cpu_finding != "bound"
+    if preset is not None and shrinking and not _smaller(request, asked):
+        preset = None  # no preset asks for less than it did: the custom request does
     if preset is None:
         request = asked.override(Resources(**fields))
     return preset, request
+
+
+def _smaller(preset: Resources, asked: Resources) -> bool:
+    """Whether ``preset`` asks for less memory or fewer cores than ``asked``."""
+    def less(mine: Any, theirs: Any) -> bool:
+        return theirs is not None and (mine is None or float(mine.request) < float(theirs.request))
+
+    return less(preset.memory, asked.memory) or less(preset.cpu, asked.cpu)
 
 
 def _held_by(preset: str | None, request: Resources) -> str:

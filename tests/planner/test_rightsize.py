@@ -176,6 +176,13 @@ def test_a_tiny_peak_is_told_256Mi_and_never_a_request_no_smaller_than_asked():
     assert review([already], {}) == []
 
 
+def test_a_preset_no_smaller_than_the_request_is_never_the_hint():
+    # small_task asks for 4 GiB too: the hint is the custom line that asks for less.
+    r = record("tiny", Resources(memory="4Gi"), peak=24 << 20, cores=0.5)
+    (hint,) = review([r], BUILTIN_PRESETS)
+    assert (hint.preset, hint.line) == (None, "%%task --memory 256Mi")
+
+
 def test_latest_hints_are_one_per_cell_from_its_latest_run_and_bounded():
     big = Resources(cpu=32, memory="128Gi")
     history = [
