@@ -65,12 +65,12 @@ class _EarlyStart:
             self.thread.start()
             self.shell.events.register("pre_run_cell", self.before_cell)
             return
-        if self.thread.is_alive():
+        if not self.imported.is_set():  # the wait was interrupted: never import beside it
             return
         from taskcell.cluster import connect
 
         connect.drop_unused()
-        if connect.settled():
+        if not self.thread.is_alive() and connect.settled():
             self.shell.events.unregister("post_run_cell", self.after_cell)
 
     def before_cell(self, info: Any = None) -> None:
@@ -88,6 +88,10 @@ class _EarlyStart:
                 from taskcell.runner.remote import prestart_cell_process
 
                 client.run(prestart_cell_process)
+            if embedded is not None:  # a cluster chosen while it started: no cell may follow
+                from taskcell.cluster import connect
+
+                connect.drop_unused()
 
     def _start(self) -> Any:
         try:
