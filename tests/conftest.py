@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import pytest
+from waiting import PATIENCE, eventually
+
+T = TypeVar("T")
 
 
 def most_at_once(intervals):
@@ -60,14 +66,12 @@ class DaskProcesses:
         self.procs.append(proc)
         return proc
 
-    def _wait_for_port(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def _wait_for_port(self) -> None:
+        def refused() -> int:
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.05)
-        raise TimeoutError(f"scheduler on port {self.port} did not start")
+                return s.connect_ex(("127.0.0.1", self.port))
+
+        eventually(refused, f"the scheduler to listen on port {self.port}", holds=lambda e: e == 0)
 
     def worker(
         self, *flags: str, env: Mapping[str, str] | None = None, name: str | None = None
@@ -80,7 +84,7 @@ class DaskProcesses:
             env,
         )
 
-    def wait_for_workers(self, n: int, timeout: float = 60) -> None:
+    def wait_for_workers(self, n: int, timeout: float = PATIENCE) -> None:
         """Block until ``n`` workers have joined the scheduler."""
         from distributed import Client
 
@@ -158,6 +162,50 @@ class KernelSession:
         out = self.run(f"print(repr({expr}))")
         assert out.status == "ok", out.error_text
         return ast.literal_eval(out.stdout.strip())
+
+    def eventual_value(
+        self, expr: str, what: str, holds: Callable[[Any], object] = bool, timeout: float = PATIENCE
+    ) -> Any:
+        """The value of ``expr`` in the kernel once ``holds`` accepts it (by default: once it is
+        truthy); the failure names ``what`` and the last value."""
+        return eventually(lambda: self.value(expr), what, timeout, holds=holds, every=0.2)
+
+    def read_until(
+        self, read: Callable[[], T], what: str, holds: Callable[[T], object] = bool
+    ) -> T:
+        """Read output messages into :attr:`log`, one at a time, until ``holds`` accepts what
+        ``read()`` makes of them; returns that. For output that comes while a cell still runs."""
+
+        def next_message() -> T:
+            with contextlib.suppress(queue.Empty):
+                self.log.append(self.client.get_iopub_msg(timeout=0.1))
+            return read()
+
+        return eventually(next_message, what, holds=holds, every=0)
+
+    def printed(self, msg_id: str) -> str:
+        """What the execution ``msg_id`` printed, among the messages read so far."""
+        return "".join(
+            m["content"]["text"]
+            for m in self.log
+            if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == msg_id
+        )
+
+    def shown(self, msg_id: str) -> list[str]:
+        """The texts the execution ``msg_id`` displayed, among the messages read so far."""
+        return [
+            m["content"]["data"].get("text/plain", "")
+            for m in self.log
+            if m["msg_type"] in ("display_data", "update_display_data")
+            and m["parent_header"].get("msg_id") == msg_id
+        ]
+
+    def wait_for_print(self, msg_id: str, text: str) -> str:
+        """Read the output until the execution ``msg_id`` has printed ``text`` (however it is
+        chunked); returns what it printed."""
+        return self.read_until(
+            lambda: self.printed(msg_id), f"the cell to print {text!r}", lambda out: text in out
+        )
 
     def stop(self) -> None:
         self.client.stop_channels()

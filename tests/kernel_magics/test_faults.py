@@ -14,29 +14,13 @@ import time
 
 import pytest
 from conftest import KernelSession
+from waiting import eventually
 
 pytestmark = pytest.mark.slow
 
 
 def cell(text: str) -> str:
     return textwrap.dedent(text).strip("\n")
-
-
-def wait_for_text(kernel: KernelSession, msg_id: str, text: str, timeout: float = 60) -> None:
-    """Read the execution's output until ``text`` has been printed (however it is chunked)."""
-    seen = ""
-    deadline = time.monotonic() + timeout
-    while text not in seen:
-        msg = kernel.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
-            seen += msg["content"]["text"]
-
-
-def wait_until(predicate, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def connected_kernel(address: str, *setup: str) -> KernelSession:
@@ -68,7 +52,7 @@ def test_interrupt_on_the_embedded_cluster_stops_only_the_cell(embedded_kernel):
     msg_id = kernel.start(
         "%%task\nimport time\nprint('started', flush=True)\ntime.sleep(60)\nslept = 'yes'"
     )
-    wait_for_text(kernel, msg_id, "started")
+    kernel.wait_for_print(msg_id, "started")
     kernel.manager.interrupt_kernel()
     out = kernel.wait(msg_id)
     errors = out.of_type("error")
@@ -92,17 +76,6 @@ def embedded_clusters(kernel: KernelSession) -> list:
         for p in kernel_process.children(recursive=True)
         if "taskcell.cluster.embedded" in " ".join(p.cmdline())
     ]
-
-
-def wait_for_display(kernel: KernelSession, msg_id: str, text: str, timeout: float = 60) -> None:
-    """Read the execution's output until a display shows ``text``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        msg = kernel.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        kernel.log.append(msg)
-        ours = msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "display_data"
-        if ours and text in msg["content"]["data"].get("text/plain", ""):
-            return
 
 
 @pytest.fixture
@@ -141,7 +114,11 @@ def test_an_interrupt_while_the_embedded_cluster_starts_ends_the_cell_in_one_lin
         assert kernel.run("%load_ext taskcell\nx = 'before'").status == "ok"
         msg_id = kernel.start("%%task\nx = 'after'")
         # Shown from within the wait, which the held start cannot end.
-        wait_for_display(kernel, msg_id, "waiting for the embedded cluster to start")
+        kernel.read_until(
+            lambda: kernel.shown(msg_id),
+            "the cell to show it waits for the start",
+            lambda shown: any("waiting for the embedded cluster to start" in s for s in shown),
+        )
         kernel.manager.interrupt_kernel()
         out = kernel.wait(msg_id)
         error = out.of_type("error")[0]["content"]
@@ -151,8 +128,7 @@ def test_an_interrupt_while_the_embedded_cluster_starts_ends_the_cell_in_one_lin
             "and the next cell uses it"
         ]
         assert kernel.value("x") == "before"
-        wait_until(lambda: embedded_clusters(kernel), "the start to go on")
-        [cluster] = embedded_clusters(kernel)
+        [cluster] = eventually(lambda: embedded_clusters(kernel), "the start to go on")
 
         gate.touch()
         out = kernel.run("%%task\nx = 'after'")
@@ -162,7 +138,7 @@ def test_an_interrupt_while_the_embedded_cluster_starts_ends_the_cell_in_one_lin
         assert "(1 workers)" in kernel.value("get_ipython().run_line_magic('task_cluster', '')")
     finally:
         kernel.stop()
-    wait_until(lambda: not cluster.is_running(), "the embedded cluster to end with its kernel")
+    eventually(lambda: not cluster.is_running(), "the embedded cluster to end with its kernel")
 
 
 def test_a_chosen_cluster_that_goes_away_is_named_and_used_again_when_back(dask_processes):
@@ -193,7 +169,7 @@ def test_a_killed_scheduler_is_named_not_called_a_cancellation(dask_processes):
     kernel = connected_kernel(dask_processes.address, "kept = 'before'")
     try:
         msg_id = kernel.start("%%task\nimport time\nprint('started', flush=True)\ntime.sleep(60)")
-        wait_for_text(kernel, msg_id, "started")
+        kernel.wait_for_print(msg_id, "started")
         dask_processes.scheduler.kill()
         out = kernel.wait(msg_id)
         assert out.of_type("error")[0]["content"]["ename"] == "ClusterError"
@@ -220,7 +196,7 @@ def test_a_frozen_scheduler_ends_the_cell_after_the_timeout(frozen_scheduler):
     )
     try:
         msg_id = kernel.start("%%task\nimport time\nprint('started', flush=True)\ntime.sleep(60)")
-        wait_for_text(kernel, msg_id, "started")
+        kernel.wait_for_print(msg_id, "started")
         os.kill(frozen_scheduler.scheduler.pid, signal.SIGSTOP)
         out = kernel.wait(msg_id, timeout=90)
         assert out.of_type("error")[0]["content"]["ename"] == "ClusterError"
@@ -236,7 +212,7 @@ def test_the_first_interrupt_ends_the_cell_whatever_the_scheduler_does(frozen_sc
     )
     try:
         msg_id = kernel.start("%%task\nimport time\nprint('started', flush=True)\ntime.sleep(60)")
-        wait_for_text(kernel, msg_id, "started")
+        kernel.wait_for_print(msg_id, "started")
         os.kill(frozen_scheduler.scheduler.pid, signal.SIGSTOP)
         kernel.manager.interrupt_kernel()
         out = kernel.wait(msg_id, timeout=90)
@@ -266,7 +242,7 @@ def test_a_cell_that_ignores_the_interrupt_is_ended_and_its_worker_shown_busy_me
             time.sleep(600)
         """)
         )
-        wait_for_text(kernel, msg_id, "started")
+        kernel.wait_for_print(msg_id, "started")
         pid = int(pid_file.read_text())
         kernel.manager.interrupt_kernel()
         out = kernel.wait(msg_id)

@@ -21,11 +21,11 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 
 import pytest
 from conftest import KernelSession
+from waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -39,13 +39,6 @@ def cell(text: str) -> str:
 
 def ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
-
-
-def wait_until(predicate, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 class Hosts:
@@ -124,7 +117,7 @@ class Hosts:
             str(PORT),
             "--no-dashboard",
         )
-        wait_until(self._listening, "the scheduler to listen")
+        eventually(self._listening, "the scheduler to listen")
         self._spawn(
             "worker",
             "distributed.cli.dask_worker",
@@ -220,15 +213,6 @@ def kernel(hosts: Hosts) -> Iterator[KernelSession]:
         session.stop()
 
 
-def wait_for_text(kernel: KernelSession, msg_id: str, text: str, timeout: float = 90) -> None:
-    seen = ""
-    deadline = time.monotonic() + timeout
-    while text not in seen:
-        msg = kernel.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
-            seen += msg["content"]["text"]
-
-
 def sees_the_worker(kernel: KernelSession) -> bool:
     """Whether the kernel's scheduler answers and lists the worker as live."""
     out = kernel.run("print(get_ipython().run_line_magic('task_cluster', ''))")
@@ -251,7 +235,7 @@ def held_cell(starts, gate) -> str:
 
 def after_the_cut(kernel: KernelSession, hosts: Hosts, starts, gate) -> None:
     """Once the link is back: the next cell runs, and no task ran twice."""
-    wait_until(lambda: sees_the_worker(kernel), "the kernel to see the worker again")
+    eventually(lambda: sees_the_worker(kernel), "the kernel to see the worker again")
     out = kernel.run(
         cell(f"""
         %%task --name next
@@ -264,7 +248,7 @@ def after_the_cut(kernel: KernelSession, hosts: Hosts, starts, gate) -> None:
     assert out.status == "ok", out.error_text
     assert kernel.value("kept") == "far"
     gate.touch()
-    wait_until(hosts.idle, "the worker to run nothing")
+    eventually(hosts.idle, "the worker to run nothing")
     assert starts.read_text().splitlines() == ["held", "next"]
 
 
@@ -273,7 +257,7 @@ def test_a_cut_between_kernel_and_scheduler_ends_the_cell_and_the_next_runs(
 ):
     starts, gate = tmp_path / "starts", tmp_path / "gate"
     msg_id = kernel.start(held_cell(starts, gate))
-    wait_for_text(kernel, msg_id, "started")
+    kernel.wait_for_print(msg_id, "started")
     hosts.cut("kernel")
     try:
         out = kernel.wait(msg_id, timeout=120)
@@ -294,7 +278,7 @@ def test_a_cut_between_worker_and_scheduler_ends_the_cell_and_the_next_runs(
 ):
     starts, gate = tmp_path / "starts", tmp_path / "gate"
     msg_id = kernel.start(held_cell(starts, gate))
-    wait_for_text(kernel, msg_id, "started")
+    kernel.wait_for_print(msg_id, "started")
     hosts.cut("worker")
     try:
         out = kernel.wait(msg_id, timeout=120)
@@ -329,7 +313,7 @@ def test_a_cut_before_submission_refuses_the_cell_and_the_next_runs(hosts, kerne
         assert kernel.value("kept") == "before"
     finally:
         hosts.restore("kernel")
-    wait_until(lambda: sees_the_worker(kernel), "the kernel to see the worker again")
+    eventually(lambda: sees_the_worker(kernel), "the kernel to see the worker again")
     out = kernel.run("%%task\nkept = 'next'")
     assert out.status == "ok", out.error_text
     assert kernel.value("kept") == "next"
