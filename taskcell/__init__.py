@@ -1,15 +1,14 @@
 """taskcell: run notebook cells and Python functions as resource-annotated Dask tasks.
 
 ``%load_ext taskcell`` registers ``%%task``; the Python API is re-exported here and imported
-on first use, so loading the extension stays fast.
+on first use, so loading the extension stays fast. ``__version__`` is the installed
+distribution's, whose one source is ``labextension/package.json`` (see ``pyproject.toml``).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
-
-__version__ = "0.1.0"
 
 _EXPORTS = {
     "Resources": "taskcell.spec",
@@ -46,6 +45,10 @@ __all__ = ["__version__", "load_ipython_extension", "presets", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version  # on demand: it costs an import of its own
+
+        return version("taskcell")
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'taskcell' has no attribute {name!r}")
