@@ -57,3 +57,19 @@ def lab_page(lab: Any, profile: Path, path: str, failure_shot: str) -> Iterator[
         finally:
             browser.close()
     assert not errors, errors
+
+
+def palette_search(page: Any, text: str) -> Any:
+    """Open the command palette from the View menu, as a user does, and type ``text``; the
+    palette's items. Opened once the kernel is idle: a notebook taking focus as its kernel
+    connects closes a palette opened before."""
+    import re
+
+    from playwright.sync_api import expect
+
+    expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle$"))).to_be_visible(timeout=60_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^View$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text="Activate Command Palette").click()
+    palette = page.locator("#modal-command-palette")
+    palette.locator(".lm-CommandPalette-input").fill(text)
+    return palette.locator(".lm-CommandPalette-item")
