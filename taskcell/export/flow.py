@@ -80,7 +80,7 @@ class TextStep:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DriverStep:
     """A code cell the driver runs.
 
@@ -100,7 +100,7 @@ class DriverStep:
     changes_state: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskStep:
     """A ``%%task`` cell as a task function and its call.
 
@@ -156,7 +156,7 @@ class TaskStep:
 Step = TextStep | DriverStep | TaskStep
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Workflow:
     """The plan of a notebook's workflow module; targets render it.
 
@@ -213,7 +213,7 @@ class Workflow:
         return Namer(taken)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Binding:
     """What the driver holds under a name at a point of the notebook."""
 
@@ -558,13 +558,15 @@ class _Planner:
             self._check_travel(cell, reads)
         if code.strip() or run_imports:
             changes = self._changes_state(cell)
-            self.steps.append(DriverStep(cell, code, tuple(run_imports), changes))
+            self.steps.append(
+                DriverStep(cell=cell, code=code, imports=tuple(run_imports), changes_state=changes)
+            )
         only = self.imports[cell.number]
         generators = checks.generator_names(tree)
         set_up = {name for _, name in setups}
         for name in analysis.outputs:
             text = only.names[name] if name in only.only else None
-            binding = _Binding("module", text) if text else _Binding("value")
+            binding = _Binding(kind="module", import_text=text) if text else _Binding(kind="value")
             binding.generator = cell.label if name in generators else None
             self.state[name] = binding
             self.definitions.pop(name, None)
@@ -678,12 +680,12 @@ class _Planner:
         position = len(self.steps)
         self.steps.append(
             TaskStep(
-                cell,
-                self.namer.fresh(preferred, f"{preferred}_task"),
-                tuple(params),
-                (*updates, *returns),
-                self._code(cell, tree, []),
-                request,
+                cell=cell,
+                function=self.namer.fresh(preferred, f"{preferred}_task"),
+                params=tuple(params),
+                returns=(*updates, *returns),
+                body=self._code(cell, tree, []),
+                request=request,
                 updates=updates,
                 local_imports=tuple(dict.fromkeys(local_imports)),
                 needs=needs,
@@ -699,9 +701,9 @@ class _Planner:
         for name in (*updates, *analysis.outputs):
             if name in only and name not in self.hoisted:
                 import_text = self.imports[cell.number].names[name]
-                state[name] = _Binding("module", import_text, in_driver=False)
+                state[name] = _Binding(kind="module", import_text=import_text, in_driver=False)
             elif name in updates or name in returns:
-                state[name] = _Binding("future", producer=position)
+                state[name] = _Binding(kind="future", producer=position)
                 self.types[name] = types[name]
             self.definitions.pop(name, None)
         self._unbind(n for n in analysis.deleted if n not in analysis.outputs)

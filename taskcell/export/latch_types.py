@@ -74,11 +74,32 @@ FRAME_MAKERS = frozenset(
 )
 _FRAME_METHODS = frozenset(
     {
-        "copy", "head", "tail", "dropna", "fillna", "drop", "rename", "sort_values", "sort_index",
-        "reset_index", "query", "assign", "merge", "join", "pivot_table", "describe", "astype",
-        "sample", "drop_duplicates", "set_index", "select_dtypes", "round", "abs", "transpose",
+        "copy",
+        "head",
+        "tail",
+        "dropna",
+        "fillna",
+        "drop",
+        "rename",
+        "sort_values",
+        "sort_index",
+        "reset_index",
+        "query",
+        "assign",
+        "merge",
+        "join",
+        "pivot_table",
+        "describe",
+        "astype",
+        "sample",
+        "drop_duplicates",
+        "set_index",
+        "select_dtypes",
+        "round",
+        "abs",
+        "transpose",
     }
-)  # fmt: skip
+)
 #: Types whose values nothing changes in place.
 IMMUTABLE = frozenset({"int", "float", "str", "bool"})
 _PRIMITIVES = {int: INT, float: FLOAT, str: STR, bool: BOOL}

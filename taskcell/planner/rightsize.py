@@ -38,7 +38,7 @@ MIN_WALL_FOR_CPU = 1.0
 HINTS_SHOWN = 10
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hint:
     """One finding about one finished task. See :class:`~taskcell.planner.schema.HintInfo`."""
 
@@ -313,6 +313,7 @@ def _right_size(
 
 def _smaller(preset: Resources, asked: Resources) -> bool:
     """Whether ``preset`` asks for less memory or fewer cores than ``asked``."""
+
     def less(mine: Any, theirs: Any) -> bool:
         return theirs is not None and (mine is None or float(mine.request) < float(theirs.request))
 
@@ -342,16 +343,26 @@ def _memory_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) 
             f"{show_bytes(peak)} ({_pct(peak / asked.request)}); {_held_by(preset, request)} "
             f"is the smallest that holds that with {_pct(HEADROOM - 1)} to spare."
         )
-        return [Hint(r.key, r.cell, "over-requested", "memory", asked.request, peak, message,
-                     preset, _line(preset, request))]  # fmt: skip
-    message = (
-        f"{r.cell} peaked at {show_bytes(peak)}, {_pct(peak / asked.limit)} of its "
-        f"{show_bytes(asked.limit)} memory limit; the next run may run out of memory. "
-        f"Give it {_held_by(preset, request)}, which holds that with {_pct(HEADROOM - 1)} to "
-        "spare."
-    )
-    return [Hint(r.key, r.cell, "near-limit", "memory", asked.limit, peak, message, preset,
-                 _line(preset, request))]  # fmt: skip
+    else:
+        message = (
+            f"{r.cell} peaked at {show_bytes(peak)}, {_pct(peak / asked.limit)} of its "
+            f"{show_bytes(asked.limit)} memory limit; the next run may run out of memory. "
+            f"Give it {_held_by(preset, request)}, which holds that with {_pct(HEADROOM - 1)} "
+            "to spare."
+        )
+    return [
+        Hint(
+            key=r.key,
+            cell=r.cell,
+            kind="over-requested" if finding == "over" else "near-limit",
+            resource="memory",
+            requested=asked.request if finding == "over" else asked.limit,
+            used=peak,
+            message=message,
+            preset=preset,
+            line=_line(preset, request),
+        )
+    ]
 
 
 def _cpu_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) -> list[Hint]:
@@ -366,12 +377,22 @@ def _cpu_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) -> 
             f"{r.cell} asked for {requested:g} cores and kept {cores:.2f} busy "
             f"({_pct(cores / requested)}); {preset or 'fewer cores'} would have done."
         )
-        return [Hint(r.key, r.cell, "over-requested", "cpu", requested, cores, message, preset,
-                     _line(preset, request))]  # fmt: skip
-    message = (
-        f"{r.cell} kept {cores:.2f} of its {limit:g} cores busy ({_pct(cores / limit)}): "
-        f"it is CPU-bound and may run faster with more cores, e.g. "
-        f"{preset or request.to_options()} (with no more memory)."
-    )
-    return [Hint(r.key, r.cell, "near-limit", "cpu", limit, cores, message, preset,
-                 _line(preset, request))]  # fmt: skip
+    else:
+        message = (
+            f"{r.cell} kept {cores:.2f} of its {limit:g} cores busy ({_pct(cores / limit)}): "
+            f"it is CPU-bound and may run faster with more cores, e.g. "
+            f"{preset or request.to_options()} (with no more memory)."
+        )
+    return [
+        Hint(
+            key=r.key,
+            cell=r.cell,
+            kind="over-requested" if finding == "over" else "near-limit",
+            resource="cpu",
+            requested=requested if finding == "over" else limit,
+            used=cores,
+            message=message,
+            preset=preset,
+            line=_line(preset, request),
+        )
+    ]

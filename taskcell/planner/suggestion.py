@@ -87,7 +87,7 @@ def covers(request: Resources, *, memory: int = 0, cpu: float = 0, gpu: GPU | No
     return gpu_covers(request.gpu, gpu)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Suggestion:
     """The planner's answer: a preset (or why none fits), its ``%%task`` line, and who can run it.
 
@@ -332,7 +332,18 @@ def suggest(
                 break
     line = _line(name, request, catalogue[name])
     message = f"{name} fits: {need}; {name} has {_has_text(catalogue[name])}.{note}"
-    return Suggestion(nbytes, prof, memory, disk, name, request, line, True, message, checked)
+    return Suggestion(
+        size=nbytes,
+        profile=prof,
+        memory=memory,
+        disk=disk,
+        preset=name,
+        request=request,
+        line=line,
+        fits=True,
+        message=message,
+        workers=checked,
+    )
 
 
 def _with_disk(preset: Resources, disk: int) -> Resources:
@@ -389,6 +400,9 @@ def _nothing_fits(
     message = f"No preset fits: {need}; {biggest}."
     if with_gpus:
         message += f" ({with_gpus[0][0]} has the memory, but carries GPUs this work does not need.)"
+    custom: Resources | None = None
+    line: str | None = None
+    checked: tuple[WorkerVerdict, ...] = ()
     try:
         custom = Resources(
             cpu=prof.cpu if prof.cpu else None,
@@ -398,12 +412,23 @@ def _nothing_fits(
         )
     except SpecError as e:  # more than any request can ask for
         message += f" It cannot be asked for directly either: {e}."
-        return Suggestion(nbytes, prof, memory, disk, None, None, None, False, message, ())
-    refused = _platform_ok(custom)
+    refused = _platform_ok(custom) if custom is not None else None
     if refused:
         message += f" Asking for it directly is refused too: {refused}."
-        return Suggestion(nbytes, prof, memory, disk, None, None, None, False, message, ())
-    line = f"%%task {custom.to_options()}"
-    checked = verdicts(custom, live) if live is not None else ()
-    message += " Ask for what it needs directly with the line below."
-    return Suggestion(nbytes, prof, memory, disk, None, custom, line, False, message, checked)
+        custom = None
+    if custom is not None:
+        line = f"%%task {custom.to_options()}"
+        checked = verdicts(custom, live) if live is not None else ()
+        message += " Ask for what it needs directly with the line below."
+    return Suggestion(
+        size=nbytes,
+        profile=prof,
+        memory=memory,
+        disk=disk,
+        preset=None,
+        request=custom,
+        line=line,
+        fits=False,
+        message=message,
+        workers=checked,
+    )

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 State = Literal["queued", "running", "finished", "error", "interrupted", "cancelled", "lost"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TaskRecord:
     """One task: which cell, what it asked for, where and how long it ran, what it used."""
 
@@ -52,6 +52,21 @@ class TaskRecord:
         return (self.ended or time.time()) - (self.started or self.submitted)
 
 
+#: The columns of :meth:`TaskHistory.frame`, in order.
+_COLUMNS = [
+    "cell",
+    "request",
+    "worker",
+    "state",
+    "wall_s",
+    "cores_used",
+    "peak_memory",
+    "gpu_memory",
+    "error",
+    "key",
+]
+
+
 class TaskHistory(list[TaskRecord]):
     """Every task of this kernel, oldest first."""
 
@@ -78,11 +93,7 @@ class TaskHistory(list[TaskRecord]):
             }
             for r in self
         ]
-        columns = [
-            "cell", "request", "worker", "state", "wall_s", "cores_used", "peak_memory",
-            "gpu_memory", "error",
-        ]  # fmt: skip
-        return pd.DataFrame(rows, columns=[*columns, "key"])
+        return pd.DataFrame(rows, columns=_COLUMNS)
 
 
 def _peak(usage: Usage | None) -> str | None:

@@ -60,7 +60,7 @@ def test_the_same_amount_reads_the_same_in_every_message() -> None:
     message = str(info.value)
     assert f"asks memory limit={shown}; the most any worker has is 16 GiB, on tcp://a:1" in message
     # %tasks
-    record = TaskRecord("k", "cell-1", Resources())
+    record = TaskRecord(key="k", cell="cell-1", request=Resources())
     record.finish("finished", Usage(wall=1, cpu=1, peak_memory=amount, gpu_memory=amount))
     row = TaskHistory([record]).frame().iloc[0]
     assert (row["peak_memory"], row["gpu_memory"]) == (shown, shown)
