@@ -14,6 +14,9 @@ from typing import Literal, TypedDict
 from taskcell.planner.schema import Snapshot
 from taskcell.planner.view import SnapshotView
 
+# The one ``shown`` (spec's), with which the handlers quote a request's values in their errors.
+from taskcell.spec._util import shown as shown
+
 #: connecting: the server is opening its subscription; connected: snapshots flow;
 #: unreachable: the scheduler cannot be reached (never started, gone, or the network), retried
 #: every few seconds while someone watches; error: the scheduler answered but the snapshot feed
@@ -150,11 +153,3 @@ class ErrorBody(TypedDict):
 
     message: str
     reason: str | None
-
-
-def shown(value: object) -> str:
-    """``repr(value)`` for an error message, cut short: a body may hold 4000 digits or a novel."""
-    if isinstance(value, int) and value.bit_length() > 256:
-        return f"an integer of {value.bit_length()} bits"
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
