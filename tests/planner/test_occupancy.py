@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from distributed import Client, Event
+from waiting import eventually
 
 from taskcell.planner import OccupancyFeed, occupancy, occupancy_history, snapshot
 from taskcell.planner.schema import Snapshot
@@ -42,17 +42,6 @@ def feed(client) -> Iterator[OccupancyFeed]:
     f.close()
 
 
-def wait_for(read: Callable[[], Snapshot], check: Callable[[Snapshot], bool], timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        snap = read()
-        if check(snap):
-            return snap
-        if time.monotonic() > deadline:
-            raise AssertionError(f"snapshot never matched; last: {snap}")
-        time.sleep(0.05)
-
-
 def worker(snap: Snapshot, name: str):
     return next((w for w in snap["workers"] if w["name"] == name), None)
 
@@ -74,9 +63,10 @@ def test_running_assigned_queued_and_why(client, feed):
     held = [client.submit(hold, i, resources={"GPU": 1}, pure=False) for i in range(3)]
     never = client.submit(hold, 99, resources={"GPU": 4}, pure=False, key=f"too-big-{name}")
 
-    snap = wait_for(
+    snap = eventually(
         feed.snapshot,
-        lambda s: use(worker(s, "gpu-a"), "GPU") == (2, 2, 1) and s["queued"] == 1,
+        "two GPU tasks running, one assigned, one queued",
+        holds=lambda s: use(worker(s, "gpu-a"), "GPU") == (2, 2, 1) and s["queued"] == 1,
     )
     gpu_a = worker(snap, "gpu-a")
     assert use(gpu_a, "threads") == (2, 2, 1)
@@ -109,10 +99,14 @@ def test_running_assigned_queued_and_why(client, feed):
 
     Event(name, client=client).set()
     assert sorted(client.gather(held)) == [0, 1, 2]
-    snap = wait_for(feed.snapshot, lambda s: use(worker(s, "gpu-a"), "GPU") == (2, 0, 0))
+    snap = eventually(
+        feed.snapshot, "the GPUs free", holds=lambda s: use(worker(s, "gpu-a"), "GPU") == (2, 0, 0)
+    )
     assert snap["queued"] == 1 and worker(snap, "gpu-a")["tasks"] == []
     never.cancel()
-    wait_for(feed.snapshot, lambda s: s["queued"] == 0 and s["queue"] == [])
+    eventually(
+        feed.snapshot, "the queue empty", holds=lambda s: s["queued"] == 0 and s["queue"] == []
+    )
     assert feed.updates >= 3  # pushed, not asked for
 
     history = occupancy_history(client)
@@ -126,23 +120,31 @@ def test_running_assigned_queued_and_why(client, feed):
 
 def test_workers_join_and_leave(module_dask, client, feed):
     proc = module_dask.worker("--resources", "FPGA=1", name="joiner")
-    snap = wait_for(feed.snapshot, lambda s: worker(s, "joiner") is not None)
+    snap = eventually(
+        feed.snapshot, "the worker listed", holds=lambda s: worker(s, "joiner") is not None
+    )
     assert use(worker(snap, "joiner"), "FPGA") == (1, 0, 0)
     assert {u["resource"]: u["total"] for u in snap["totals"]}["FPGA"] == 1
     proc.terminate()
-    snap = wait_for(feed.snapshot, lambda s: worker(s, "joiner") is None)
+    snap = eventually(feed.snapshot, "the worker gone", holds=lambda s: worker(s, "joiner") is None)
     assert "FPGA" not in {u["resource"] for u in snap["totals"]}
 
 
 def test_killed_worker_takes_its_resources_with_it(module_dask, client, feed):
     proc = module_dask.worker("--no-nanny", "--resources", "FPGA=1", name="doomed")
-    wait_for(feed.snapshot, lambda s: worker(s, "doomed") is not None)
+    eventually(feed.snapshot, "the worker listed", holds=lambda s: worker(s, "doomed") is not None)
     name = f"hold-{uuid.uuid4().hex[:6]}"
     task = client.submit(holder(name), 1, resources={"FPGA": 1}, pure=False)
-    wait_for(feed.snapshot, lambda s: use(worker(s, "doomed"), "FPGA") == (1, 1, 0))
+    eventually(
+        feed.snapshot,
+        "its FPGA running the task",
+        holds=lambda s: use(worker(s, "doomed"), "FPGA") == (1, 1, 0),
+    )
     proc.kill()
-    snap = wait_for(
-        feed.snapshot, lambda s: worker(s, "doomed") is None and s["queued"] == 1, timeout=30
+    snap = eventually(
+        feed.snapshot,
+        "the worker gone and its task queued",
+        holds=lambda s: worker(s, "doomed") is None and s["queued"] == 1,
     )
     assert_never_negative(snap)
     assert "FPGA" not in {u["resource"] for u in snap["totals"]}
@@ -152,7 +154,7 @@ def test_killed_worker_takes_its_resources_with_it(module_dask, client, feed):
     )
     task.cancel()
     Event(name, client=client).set()
-    wait_for(feed.snapshot, lambda s: s["queued"] == 0)
+    eventually(feed.snapshot, "the queue empty", holds=lambda s: s["queued"] == 0)
 
 
 def test_two_feeds_on_one_client_both_follow(client, feed):
@@ -162,7 +164,11 @@ def test_two_feeds_on_one_client_both_follow(client, feed):
         name = f"hold-{uuid.uuid4().hex[:6]}"
         task = client.submit(holder(name), 1, resources={"GPU": 1}, pure=False)
         for f in (feed, second):
-            wait_for(f.snapshot, lambda s: use(worker(s, "gpu-a"), "GPU")[1] == 1)
+            eventually(
+                f.snapshot,
+                "one GPU running",
+                holds=lambda s: use(worker(s, "gpu-a"), "GPU")[1] == 1,
+            )
         Event(name, client=client).set()
         assert task.result() == 1
         assert feed.seq > before[0] and second.seq > before[1]

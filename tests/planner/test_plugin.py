@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from distributed import Client, Event
 from distributed.utils_test import gen_cluster
+from waiting import eventually_async
 
 from taskcell.cluster.pool_records import POOLS_TOPIC
 from taskcell.planner import OccupancyFeed, codec, occupancy, plugin, snapshot
@@ -15,20 +15,12 @@ from taskcell.planner.schema import QUEUE_LIMIT, RECENT_LIMIT, TASKS_PER_WORKER
 
 GPU_WORKER = [("127.0.0.1", 2, {"resources": {"GPU": 2}})]
 LONG = 60
+WAIT = LONG / 2  # how long a state may take to come, leaving the test time to say what it saw
 
 
 def hold(event: str, i: int = 0) -> int:
     Event(event).wait(LONG)  # as long as the test may take: a task must not end on its own
     return i
-
-
-async def until(check, timeout=20.0, seen=None):
-    """Wait for ``check()``; the error says what ``seen()`` was last, when given."""
-    for _ in range(int(timeout / 0.02)):
-        if check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"condition never held; last seen: {seen() if seen else '-'}")
 
 
 def gpu(snap):
@@ -41,8 +33,15 @@ def gpu(snap):
 @gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
 async def test_tasks_running_before_the_plugin_are_seen_through_heartbeats(c, s, a):
     futures = [c.submit(hold, "late", i, resources={"GPU": 1}, pure=False) for i in range(3)]
-    await until(lambda: len(a.state.executing) == 2)
-    await until(lambda: all(ws.executing for ws in s.workers.values()), timeout=5)
+    await eventually_async(
+        lambda: len(a.state.executing), "two tasks executing", WAIT, holds=lambda n: n == 2
+    )
+    await eventually_async(
+        lambda: [ws.executing for ws in s.workers.values()],
+        "the scheduler to hear of them",
+        WAIT,
+        holds=all,
+    )
     snap = await snapshot(c)  # installs the plugin only now
     assert gpu(snap) == (2, 2, 1)
     await Event("late").set()
@@ -54,9 +53,10 @@ async def test_updates_are_bounded_whatever_the_queue(c, s, a):
     feed = await OccupancyFeed(c).start()
     stuck = [c.submit(hold, "many", i, resources={"GPU": 1}, pure=False) for i in range(60)]
     never = [c.submit(hold, "many", i, resources={"GPU": 3}, pure=False) for i in range(150)]
-    await until(
+    await eventually_async(
         lambda: feed.snapshot()["queued"] == 150 and gpu(feed.snapshot())[2] == 58,
-        timeout=LONG / 2,
+        "150 queued and 58 assigned",
+        WAIT,
         seen=lambda: (feed.snapshot()["queued"], gpu(feed.snapshot())),
     )
     snap = feed.snapshot()
@@ -79,7 +79,12 @@ async def test_updates_are_bounded_whatever_the_queue(c, s, a):
     await c.cancel(never)
     await Event("many").set()
     await c.gather(stuck)
-    await until(lambda: gpu(feed.snapshot()) == (2, 0, 0) and feed.snapshot()["queued"] == 0)
+    await eventually_async(
+        lambda: (gpu(feed.snapshot()), feed.snapshot()["queued"]),
+        "the GPUs free and nothing queued",
+        WAIT,
+        holds=lambda seen: seen == ((2, 0, 0), 0),
+    )
     await feed.close()
 
 
@@ -103,11 +108,18 @@ async def test_a_missed_update_is_recovered_from_the_whole_state(c, s, a):
     occupancy_plugin = s.plugins[plugin.PLUGIN_NAME]
     subscribers, occupancy_plugin.subscribers = occupancy_plugin.subscribers, set()
     f = c.submit(hold, "gap", resources={"GPU": 1}, pure=False)
-    await until(lambda: gpu(state(s)) == (2, 1, 0))  # published to nobody
+    await eventually_async(  # published to nobody
+        lambda: gpu(state(s)), "one GPU running", WAIT, holds=lambda g: g == (2, 1, 0)
+    )
     occupancy_plugin.subscribers = subscribers  # so the feed missed an update
     await Event("gap").set()
     await f
-    await until(lambda: gpu(feed.snapshot()) == (2, 0, 0) and feed.seq == occupancy_plugin.seq)
+    await eventually_async(
+        lambda: (gpu(feed.snapshot()), feed.seq),
+        "the feed to catch up with the GPUs free",
+        WAIT,
+        holds=lambda seen: seen == ((2, 0, 0), occupancy_plugin.seq),
+    )
     await feed.close()
 
 
@@ -115,7 +127,12 @@ async def test_a_missed_update_is_recovered_from_the_whole_state(c, s, a):
 async def test_tuple_keys_and_plain_tasks_count_as_threads(c, s, a):
     await install(c)
     futures = c.map(hold, ["tuple"] * 3, key=[("chunk", 0, i) for i in range(3)])
-    await until(lambda: threads(state(s)) == (2, 2, 1))
+    await eventually_async(
+        lambda: threads(state(s)),
+        "2 threads running, 1 assigned",
+        WAIT,
+        holds=lambda t: t == (2, 2, 1),
+    )
     names = {t["name"] for t in state(s)["workers"][0]["tasks"]}
     assert names == {"chunk"}
     await Event("tuple").set()
@@ -161,10 +178,14 @@ async def test_a_scheduler_restart_keeps_subscribers_and_numbering(c, s, a):
     assert (scheduler_plugin.seq, scheduler_plugin.epoch) == (seq, epoch)
     assert scheduler_plugin.subscribers == {c.id}
     f = c.submit(hold, "after-restart", resources={"GPU": 1}, pure=False)
-    await until(lambda: gpu(feed.snapshot()) == (2, 1, 0))
+    await eventually_async(
+        lambda: gpu(feed.snapshot()), "one GPU running", WAIT, holds=lambda g: g == (2, 1, 0)
+    )
     await Event("after-restart").set()
     await f
-    await until(lambda: gpu(feed.snapshot()) == (2, 0, 0))
+    await eventually_async(
+        lambda: gpu(feed.snapshot()), "the GPUs free", WAIT, holds=lambda g: g == (2, 0, 0)
+    )
     await feed.close()
 
 
@@ -203,9 +224,13 @@ async def test_finished_failed_and_cancelled_tasks_are_listed_latest_first(c, s,
     stopped = c.submit(like_a_cell, "stopped", key=cell_key("stopped"))
     never = c.submit(hold, "never", key=cell_key("never"), resources={"GPU": 3})
     await c.gather([bad, stopped], errors="skip")
-    await until(lambda: feed.snapshot()["queued"] == 1)
+    await eventually_async(
+        lambda: feed.snapshot()["queued"], "one task queued", WAIT, holds=lambda n: n == 1
+    )
     await c.cancel(never)
-    await until(lambda: len(feed.snapshot()["recent"]) == 4)
+    await eventually_async(
+        lambda: feed.snapshot()["recent"], "four recent tasks", WAIT, holds=lambda r: len(r) == 4
+    )
     recent = feed.snapshot()["recent"]
     by_name = {t["name"]: t for t in recent}
     assert recent[0]["name"] == "never" and recent[-1]["name"] == "ok"
@@ -227,7 +252,12 @@ async def test_recent_is_bounded_and_leaves_out_plain_tasks(c, s, a):
     await c.gather(c.map(lambda i: i, range(30)))  # plain Dask tasks: not listed
     futures = [c.submit(like_a_cell, "finished", key=cell_key(f"c{i}")) for i in range(25)]
     await c.gather(futures)
-    await until(lambda: len(state(s)["recent"]) == RECENT_LIMIT)
+    await eventually_async(
+        lambda: len(state(s)["recent"]),
+        "the recent list full",
+        WAIT,
+        holds=lambda n: n == RECENT_LIMIT,
+    )
     names = [t["name"] for t in state(s)["recent"]]
     assert set(names) <= {f"c{i}" for i in range(25)}
     ended = [t["ended"] for t in state(s)["recent"]]
@@ -258,7 +288,9 @@ async def test_a_scheduler_without_a_dashboard_links_none(c, s, a):
 async def test_strips_show_what_running_tasks_held(c, s, a):
     feed = await OccupancyFeed(c).start()
     f = c.submit(hold, "strip", resources={"GPU": 2}, pure=False)
-    await until(lambda: gpu(feed.snapshot()) == (2, 2, 0))
+    await eventually_async(
+        lambda: gpu(feed.snapshot()), "both GPUs running", WAIT, holds=lambda g: g == (2, 2, 0)
+    )
     strips = {x["resource"]: x for x in feed.snapshot()["strips"]}
     assert strips["GPU"]["shares"][-1] == 1.0
     await Event("strip").set()
@@ -269,10 +301,20 @@ async def test_strips_show_what_running_tasks_held(c, s, a):
 @gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
 async def test_tasks_submitted_before_the_plugin_are_followed_to_their_end(c, s, a):
     never = c.submit(hold, "before", key=cell_key("before"), resources={"GPU": 3})
-    await until(lambda: never.key in s.tasks and s.tasks[never.key].state == "no-worker")
+    await eventually_async(
+        lambda: never.key in s.tasks and s.tasks[never.key].state,
+        "the task to find no worker",
+        WAIT,
+        holds=lambda state: state == "no-worker",
+    )
     await install(c)
     await c.cancel(never)
-    await until(lambda: [t["name"] for t in state(s)["recent"]] == ["before"])
+    await eventually_async(
+        lambda: [t["name"] for t in state(s)["recent"]],
+        "the task listed as recent",
+        WAIT,
+        holds=lambda names: names == ["before"],
+    )
     assert state(s)["recent"][0]["state"] == "cancelled"
 
 
@@ -283,8 +325,11 @@ async def test_cells_that_ended_before_the_plugin_are_taken_over_from_their_repo
     bad = c.submit(like_a_cell, "failed", key=cell_key("bad"))
     stopped = c.submit(like_a_cell, "stopped", key=cell_key("stopped"))
     await c.gather([bad, stopped], errors="skip")
-    await until(
-        lambda: len([e for e in s.get_events("client-1") if e[1]["kind"] != "started"]) == 3
+    await eventually_async(
+        lambda: [e for e in s.get_events("client-1") if e[1]["kind"] != "started"],
+        "three cells' ends logged",
+        WAIT,
+        holds=lambda ended: len(ended) == 3,
     )
     await install(c)
     recent = {t["name"]: t for t in state(s)["recent"]}
@@ -326,14 +371,23 @@ async def test_pools_follow_their_kernels_and_go_with_their_client(c, s, a):
     kernel = await Client(s.address, asynchronous=True)
     await kernel.log_event(POOLS_TOPIC, published(kernel, "k1", "starting"))
     await c.log_event(POOLS_TOPIC, {"client": c.id, "pools": [{"name": "no shape"}]})
-    await until(lambda: len(s.get_events(POOLS_TOPIC)) == 3)
+    await eventually_async(
+        lambda: s.get_events(POOLS_TOPIC), "three pool events", WAIT, holds=lambda e: len(e) == 3
+    )
 
     feed = await OccupancyFeed(c).start()  # the plugin starts now, from the events logged
     assert pool_states(feed.snapshot()) == {"k1": ["starting"]}
     await kernel.log_event(POOLS_TOPIC, published(kernel, "k1", "running"))
-    await until(lambda: pool_states(feed.snapshot()) == {"k1": ["running"]})
+    await eventually_async(
+        lambda: pool_states(feed.snapshot()),
+        "the pool running",
+        WAIT,
+        holds=lambda pools: pools == {"k1": ["running"]},
+    )
     (pool,) = feed.snapshot()["pools"]
     assert (pool["name"], pool["resources"], pool["waiting"]) == ("a100x2", {"GPU": 2}, 1)
     await kernel.close()  # its kernel went away: so do its pools
-    await until(lambda: feed.snapshot()["pools"] == [])
+    await eventually_async(
+        lambda: feed.snapshot()["pools"], "its pools gone", WAIT, holds=lambda p: p == []
+    )
     await feed.close()
