@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,7 +141,7 @@ class _Imports:
     def reset(self) -> None:
         self.used = set()
 
-    def held(self, loaded: set[str], namespace: Mapping[str, Any] | None) -> int:
+    def held(self, loaded: Set[str], namespace: Mapping[str, Any] | None) -> int:
         """The memory of the packages in ``loaded`` that the cell used, and theirs."""
         wanted = set(self.used)
         for value in (namespace or {}).values():
@@ -305,34 +305,49 @@ def _command_line(pid: int) -> bytes:
         return b""
 
 
-class _Sampler(threading.Thread):
-    """Samples the cell's child processes until :meth:`finish`; ``peak``: the most the cell
-    and its children held at once, as this process's resident memory counts it."""
+class _Sampler:
+    """Samples the running cell's child processes from one thread, started once per process:
+    :meth:`begin` before a cell, :meth:`finish` after it; ``peak``: the most the cell and its
+    children held at once, as this process's resident memory counts it. (A thread per cell
+    costs a thread's start and join on every cell, trivial ones included.)"""
 
     def __init__(self) -> None:
-        super().__init__(name="taskcell-peak-memory", daemon=True)
-        self._done = threading.Event()
+        self._lock = threading.Lock()  # held while sampling: finish waits for a sample under way
+        self._active = threading.Event()
+        self._wake = threading.Event()
+        self._begin_state()
+        thread = threading.Thread(target=self._run, name="taskcell-peak-memory", daemon=True)
+        thread.start()
+
+    def _begin_state(self) -> None:
         self._children: dict[int, _Child] = {}
-        self._last_pid = b""
+        self._last_pid = _last_pid()  # processes made before the cell
         self._searched = -SEARCH_INTERVAL
         self.peak = 0
         #: The largest high-water mark of a child seen, shared pages and all.
         self.largest_seen = 0
 
-    def start(self) -> None:
-        super().start()
-        self._last_pid = _last_pid()  # this thread's own id, and processes made before the cell
+    def begin(self) -> None:
+        with self._lock:
+            self._begin_state()
+            self._wake.clear()
+            self._active.set()
 
-    def run(self) -> None:
+    def _run(self) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # interrupts are the cell's
-        while not self._done.wait(INTERVAL):
-            self.sample(search=True)
+        while True:
+            self._active.wait()
+            self._wake.wait(INTERVAL)
+            with self._lock:
+                if self._active.is_set():
+                    self.sample(search=True)
 
     def finish(self) -> None:
         """Stop sampling; sample the children seen once more (one that ended since then
         counts through ``RUSAGE_CHILDREN``)."""
-        self._done.set()
-        self.join()
+        with self._lock:
+            self._active.clear()
+            self._wake.set()
         self.sample(search=False)
 
     def sample(self, search: bool) -> None:
@@ -366,6 +381,30 @@ class _Sampler(threading.Thread):
         self._children = found
 
 
+_the_sampler: _Sampler | None = None
+
+
+def _sampler() -> _Sampler:
+    """This process's one sampler, started on first use."""
+    global _the_sampler
+    if _the_sampler is None:
+        _the_sampler = _Sampler()
+    return _the_sampler
+
+
+_top_level: tuple[int, frozenset[str]] = (-1, frozenset())
+
+
+def _top_level_modules() -> frozenset[str]:
+    """The top-level packages imported so far; read again only when ``sys.modules`` grew or
+    shrank (a cell that imports nothing, most of them, reuses the last answer)."""
+    global _top_level
+    count = len(sys.modules)
+    if count != _top_level[0]:
+        _top_level = count, frozenset(name.partition(".")[0] for name in list(sys.modules))
+    return _top_level[1]
+
+
 class PeakMemory:
     """The peak memory of one cell, its child processes included: ``start()`` before the
     cell's code, ``stop()`` after it (bytes). See the module's docstring for what counts.
@@ -379,7 +418,7 @@ class PeakMemory:
         self.own = False
         self._namespace: Mapping[str, Any] | None = None
         self._start = self._shared = self._children_before = 0
-        self._loaded: set[str] = set()
+        self._loaded: frozenset[str] = frozenset()
         self._sampler: _Sampler | None = None
 
     def start(self, namespace: Mapping[str, Any] | None = None) -> None:
@@ -397,11 +436,11 @@ class PeakMemory:
         assert _imports is not None
         _imports.reset()
         self._namespace = namespace
-        self._loaded = {name.partition(".")[0] for name in list(sys.modules)}
+        self._loaded = _top_level_modules()
         self._start = _resident()
         self._children_before = _children_peak()
-        self._sampler = _Sampler()
-        self._sampler.start()
+        self._sampler = _sampler()
+        self._sampler.begin()
 
     def stop(self) -> int:
         if not self.own or self._sampler is None or _imports is None:
