@@ -22,14 +22,14 @@ written with ``-`` or ``_``.
 
 from __future__ import annotations
 
-import difflib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from taskcell.errors import SpecError
 from taskcell.spec import GPU, parse_cpu, parse_gpu, parse_quantity
+from taskcell.spec._util import did_you_mean
 from taskcell.spec.amounts import show_bytes
 
 
@@ -191,13 +191,6 @@ _KEYS = {
 }
 
 
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """``'; did you mean "X"?'`` for the nearest choice (case aside), or ``""``: spec's wording."""
-    folded = {choice.casefold(): choice for choice in choices}
-    close = difflib.get_close_matches(word.casefold(), folded, n=1)
-    return f'; did you mean "{folded[close[0]]}"?' if close else ""
-
-
 def _from_config(name: str, entry: Any) -> Profile:
     """A profile from ``taskcell.profiles.<name>``; errors say where it was set."""
     from taskcell import config
@@ -212,7 +205,7 @@ def _from_config(name: str, entry: Any) -> Profile:
     for key, value in entry.items():
         field = _KEYS.get(str(key).replace("_", "-"))
         if field is None:
-            hint = _did_you_mean(str(key), _KEYS)
+            hint = did_you_mean(str(key), _KEYS)
             raise SpecError(f"{where} has unknown key {key!r}{hint} (known: {', '.join(_KEYS)})")
         fields[field] = value
     for field in ("min_memory", "base_memory"):
@@ -283,7 +276,7 @@ def get_profile(profile: str | Profile) -> Profile:
     if isinstance(profile, str) and profile in BUILTIN_PROFILES:
         return BUILTIN_PROFILES[profile]
     known = profile_names()
-    hint = _did_you_mean(str(profile), known)
+    hint = did_you_mean(str(profile), known)
     raise SpecError(
         f"profile= {profile!r:.80} is not a known profile{hint} (known: {', '.join(known)}); "
         "define your own under taskcell.profiles in Dask's config"
