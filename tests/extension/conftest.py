@@ -8,13 +8,13 @@ alone.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 
 import pytest
 from conftest import free_port
 from pytest_jupyter.jupyter_server import *  # noqa: F403  (fixtures and hooks, this folder only)
 from traitlets.config import Config
+from waiting import PATIENCE, eventually_async
 
 
 @pytest.fixture
@@ -63,17 +63,19 @@ def api(jp_fetch, extension) -> Callable:
 def wait_for(api) -> Callable:
     """Long-poll a cluster until ``predicate(state)`` holds; the last state otherwise fails."""
 
-    async def wait(cluster_id: str, predicate: Callable[[dict], bool], timeout: float = 30):
-        deadline = time.monotonic() + timeout
-        state = await api("clusters", cluster_id)
-        while not predicate(state):
-            left = deadline - time.monotonic()
-            assert left > 0, f"no state matched within {timeout} s; last: {state}"
-            state = await api(
-                "clusters",
-                cluster_id,
-                params={"since": state["version"], "timeout": min(left, 10)},
-            )
-        return state
+    async def wait(
+        cluster_id: str, predicate: Callable[[dict], bool], timeout: float = PATIENCE
+    ) -> dict:
+        state: dict | None = None
+
+        async def next_state() -> dict:
+            nonlocal state
+            since = {"since": state["version"], "timeout": 10} if state else {}
+            state = await api("clusters", cluster_id, params=since)
+            return state
+
+        return await eventually_async(
+            next_state, f"a state of {cluster_id} that matches", timeout, holds=predicate, every=0
+        )
 
     return wait

@@ -3,12 +3,11 @@ never by running code in the kernel, so a kernel busy in a long cell is listed a
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import time
 
 import pytest
+from waiting import eventually_async
 
 from taskcell.cluster import registry
 from taskcell.extension.clusters import cluster_id
@@ -44,26 +43,29 @@ async def run(client, code: str) -> None:
     assert reply["content"]["status"] == "ok", reply["content"]
 
 
-async def test_a_busy_kernel_still_shows_its_notebook_and_cluster(api, jp_fetch, jp_serverapp):
+async def test_a_busy_kernel_still_shows_its_notebook_and_cluster(
+    api, jp_fetch, jp_serverapp, tmp_path
+):
     async with notebook_session(jp_fetch, jp_serverapp) as (session, client):
-        await busy_kernel_is_listed(api, jp_fetch, session, client)
+        await busy_kernel_is_listed(api, jp_fetch, session, client, tmp_path / "release")
 
 
-async def busy_kernel_is_listed(api, jp_fetch, session: dict, client) -> None:
+async def busy_kernel_is_listed(api, jp_fetch, session: dict, client, release) -> None:
     kernel_id = session["kernel"]["id"]
     # What taskcell.cluster.connect does when the kernel first connects to a scheduler.
     await run(client, f"from taskcell.cluster import registry; registry.record({ADDRESS!r})")
-    client.execute("import time; time.sleep(60)")  # a long cell: the kernel stays busy
+    # A cell that runs until the test releases it: meanwhile the kernel answers nothing.
+    client.execute(
+        f"import os, time\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.05)"
+    )
 
-    for _ in range(50):
-        kernel = json.loads((await jp_fetch("api", "kernels", kernel_id)).body)
-        if kernel["execution_state"] == "busy":
-            break
-        await asyncio.sleep(0.1)
-    assert kernel["execution_state"] == "busy"
-    started = time.monotonic()
+    async def execution_state() -> str:
+        return json.loads((await jp_fetch("api", "kernels", kernel_id)).body)["execution_state"]
+
+    await eventually_async(execution_state, "the kernel busy", holds=lambda s: s == "busy")
     listed = await api("clusters")
-    assert time.monotonic() - started < 2
+    assert await execution_state() == "busy"  # listed while the cell still held the kernel
+    release.touch()
     assert listed == {
         "clusters": [
             {
