@@ -4,7 +4,6 @@ stops through its scheduler, as the sidebar asks it to (issue 22)."""
 
 from __future__ import annotations
 
-import time
 import urllib.error
 import urllib.request
 
@@ -12,6 +11,7 @@ import dask.config
 import psutil
 import pytest
 from distributed import Client
+from waiting import eventually
 
 from taskcell.cluster.embedded import EmbeddedCluster, worker_specs
 from taskcell.errors import ClusterError
@@ -30,18 +30,15 @@ def client_port(address: str) -> int:
         return int(client.scheduler_info()["services"]["dashboard"])
 
 
-def wait_for_dashboard(port: int, timeout: float = 60) -> None:
-    """Until the dashboard's status page answers (it is added once the cluster is up)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as page:
-                assert page.status == 200
-                return
-        except urllib.error.HTTPError as e:
-            assert e.code == 404, e
-        assert time.monotonic() < deadline, "the dashboard never answered"
-        time.sleep(0.1)
+def dashboard_status(port: int) -> int:
+    """The HTTP status of the dashboard's status page (404 until it is added, once the cluster
+    is up)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as page:
+            return page.status
+    except urllib.error.HTTPError as e:
+        assert e.code == 404, e
+        return e.code
 
 
 @pytest.mark.parametrize("n", [1, 2], ids=["one-worker", "two-workers"])
@@ -59,7 +56,8 @@ def test_workers_share_the_machine_and_end_with_the_cluster(n: int) -> None:
         # One worker runs in the cluster's own process; several get a process each.
         processes = worker_processes(cluster)
         assert len(processes) == (0 if n == 1 else n)
-        wait_for_dashboard(client_port(cluster.address()))
+        port = client_port(cluster.address())
+        eventually(lambda: dashboard_status(port), "the dashboard", holds=lambda s: s == 200)
     finally:
         cluster.close()
     assert not cluster.alive()
@@ -101,11 +99,8 @@ def worker_names(address: str) -> list[str]:
         return sorted(w["name"] for w in client.scheduler_info(n_workers=-1)["workers"].values())
 
 
-def wait_for_names(address: str, names: list[str], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while (now := worker_names(address)) != names:
-        assert time.monotonic() < deadline, f"workers {now}, not {names}"
-        time.sleep(0.2)
+def wait_for_names(address: str, names: list[str]) -> None:
+    eventually(lambda: worker_names(address), f"workers {names}", holds=lambda now: now == names)
 
 
 def test_it_scales_and_stops_through_its_scheduler() -> None:

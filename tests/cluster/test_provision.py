@@ -4,17 +4,14 @@ kernel, says so while it waits, runs there, and the worker retires when idle."""
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import DaskProcesses, KernelSession
+from waiting import eventually
 
 pytestmark = pytest.mark.slow
-
-#: Bounded polling: how long a state may take to come on a loaded machine.
-PATIENCE = 90.0
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +46,6 @@ def configure(session: KernelSession, **pools: dict) -> None:
     """Set ``taskcell.pools`` in the kernel."""
     out = session.run(f"dask.config.set({{'taskcell.pools': {pools!r}}})")
     assert out.status == "ok", out.error_text
-
-
-def wait_until(session: KernelSession, expr: str, what: str) -> None:
-    """Poll ``expr`` in the kernel until it is true, for at most :data:`PATIENCE` seconds."""
-    deadline = time.monotonic() + PATIENCE
-    while not session.value(f"bool({expr})"):
-        assert time.monotonic() < deadline, f"{what} did not happen: {expr}"
-        time.sleep(0.2)
 
 
 def statuses(out) -> list[str]:
@@ -96,13 +85,16 @@ def test_an_unmet_cell_starts_a_worker_of_a_pool_that_retires_when_idle(session,
     assert any(s.startswith("taskcell: starting a worker of pool a100x2") for s in statuses(out))
     where = session.value("where")
     assert where.startswith("a100x2-")
-    wait_until(session, "pools()['a100x2']['workers'][0]['state'] == 'retired'", "retirement")
+    session.eventual_value(
+        "pools()['a100x2']['workers'][0]['state']", "retirement", lambda v: v == "retired"
+    )
     assert where not in worker_names(cluster)
     assert session.value("pools()['a100x2']['launched']") == 1
-    deadline = time.monotonic() + PATIENCE
-    while logged_states(cluster) != [(where, "retired")]:  # logged on the next look, after
-        assert time.monotonic() < deadline, logged_states(cluster)
-        time.sleep(0.2)
+    eventually(  # logged on the next look, after
+        lambda: logged_states(cluster),
+        "the retirement logged",
+        holds=lambda logged: logged == [(where, "retired")],
+    )
     again = session.run(
         "%%task --gpu A100:1\nimport os\nagain = os.environ['TASKCELL_WORKER_NAME']", timeout=120
     )
@@ -120,7 +112,7 @@ def test_cells_waiting_together_share_the_worker_they_start(session):
             f"%%task --gpu L4:1 --bg\nimport os\nshared_{i} = os.environ['TASKCELL_WORKER_NAME']"
         )
         assert out.status == "ok", out.error_text
-    wait_until(session, "'shared_0' in globals() and 'shared_1' in globals()", "both cells")
+    session.eventual_value("'shared_0' in globals() and 'shared_1' in globals()", "both cells")
     assert session.value("shared_0") == session.value("shared_1")
     assert session.value("pools()['shared']['launched']") == 1
 
@@ -173,7 +165,9 @@ def test_results_left_on_a_retiring_worker_move_to_another(session, cluster):
     out = session.run("%%task --gpu V100:1\nblob = b'x' * 100_000", timeout=120)
     assert out.status == "ok", out.error_text
     assert session.value("type(blob).__name__") == "RemoteValue"
-    wait_until(session, "pools()['big']['workers'][0]['state'] == 'retired'", "retirement")
+    session.eventual_value(
+        "pools()['big']['workers'][0]['state']", "retirement", lambda v: v == "retired"
+    )
     out = session.run("%%task\nsize = len(blob)")
     assert out.status == "ok", out.error_text
     assert session.value("size") == 100_000
@@ -190,18 +184,6 @@ def test_a_task_outside_a_cell_is_cancelled_with_the_reason_its_worker_failed(se
     assert out.status == "ok", out.error_text
     assert "the worker of pool broken2 (pid " in session.value("why")
     assert "--no-such-flag" in session.value("why")
-
-
-def wait_for_status(session: KernelSession, msg_id: str, start: str) -> None:
-    """Read the kernel's output until the cell ``msg_id`` shows a status line starting so."""
-    deadline = time.monotonic() + PATIENCE
-    while time.monotonic() < deadline:
-        msg = session.client.get_iopub_msg(timeout=PATIENCE)
-        session.log.append(msg)
-        text = msg["content"].get("data", {}).get("text/plain", "")
-        if msg["parent_header"].get("msg_id") == msg_id and text.startswith(start):
-            return
-    raise AssertionError(f"no status {start!r}")
 
 
 def gated_python(tmp_path: Path) -> tuple[Path, dict]:
@@ -221,13 +203,21 @@ def test_an_interrupt_while_the_worker_starts_stops_the_cell_and_the_worker_reti
     gate, options = gated_python(tmp_path)
     configure(session, gated={"shape": shape("A10G"), "idle-timeout": "1s", "options": options})
     msg_id = session.start("%%task --gpu A10G:1\ngated = 'ran'")
-    wait_for_status(session, msg_id, "taskcell: starting a worker of pool gated (pid ")
+    session.read_until(
+        lambda: session.shown(msg_id),
+        "the cell to say the worker starts",
+        lambda shown: any(
+            s.startswith("taskcell: starting a worker of pool gated (pid ") for s in shown
+        ),
+    )
     session.manager.interrupt_kernel()
     out = session.wait(msg_id)
     assert out.of_type("error")[0]["content"]["ename"] == "KeyboardInterrupt"
     assert session.value("'gated' in globals()") is False
     gate.touch()  # now the worker connects, finds nothing to run, and retires
-    wait_until(session, "pools()['gated']['workers'][0]['state'] == 'retired'", "retirement")
+    session.eventual_value(
+        "pools()['gated']['workers'][0]['state']", "retirement", lambda v: v == "retired"
+    )
     assert session.value("pools()['gated']['launched']") == 1
 
 
@@ -251,7 +241,9 @@ def test_a_spec_pool_starts_any_speccluster_worker_class(session):
     assert out.status == "ok", out.error_text
     assert any(s.startswith("taskcell: starting a worker of pool nanny") for s in statuses(out))
     assert session.value("nanny").startswith("nanny-")
-    wait_until(session, "pools()['nanny']['workers'][0]['state'] == 'retired'", "retirement")
+    session.eventual_value(
+        "pools()['nanny']['workers'][0]['state']", "retirement", lambda v: v == "retired"
+    )
 
 
 def test_a_worker_that_does_not_advertise_its_shape_fails_the_cell(session):
@@ -263,8 +255,7 @@ def test_a_worker_that_does_not_advertise_its_shape_fails_the_cell(session):
         "its pool's shape GPU=2, GPU-H100=2"
     ) in out.error_text
     assert session.value("'lied' in globals()") is False
-    wait_until(
-        session,
+    session.eventual_value(
         "pools()['liar']['workers'][0]['address'] not in "
         "connect.current_client().scheduler_info(n_workers=-1)['workers']",
         "its retirement",
@@ -296,15 +287,27 @@ def test_the_panel_shows_a_pools_worker_starting_then_running_then_retired(sessi
     for code in (PANEL, held(release, "B200:1")):
         out = session.run(code)
         assert out.status == "ok", out.error_text
-    wait_until(session, "shown('shown') == [('starting', False)]", "a worker starting")
-    wait_until(session, "'>starting for ' in p.pools.value", "the panel drawing it starting")
+    session.eventual_value(
+        "shown('shown')", "a worker starting", lambda v: v == [("starting", False)]
+    )
+    session.eventual_value(
+        "p.pools.value", "the panel drawing it starting", lambda v: ">starting for " in v
+    )
     assert "shown · local" in session.value("p.pools.value")
     gate.touch()
-    wait_until(session, "shown('shown') == [('running', False)]", "its worker running the cell")
-    wait_until(session, "'>running<' in p.pools.value", "the panel drawing it running")
+    session.eventual_value(
+        "shown('shown')", "its worker running the cell", lambda v: v == [("running", False)]
+    )
+    session.eventual_value(
+        "p.pools.value", "the panel drawing it running", lambda v: ">running<" in v
+    )
     release.touch()
-    wait_until(session, "shown('shown') == [('retired', False)]", "its worker retired once idle")
-    wait_until(session, "'>retired<' in p.pools.value", "the panel drawing it retired")
+    session.eventual_value(
+        "shown('shown')", "its worker retired once idle", lambda v: v == [("retired", False)]
+    )
+    session.eventual_value(
+        "p.pools.value", "the panel drawing it retired", lambda v: ">retired<" in v
+    )
     session.run("p.close()")
 
 
@@ -314,15 +317,21 @@ def test_the_panel_tells_a_pools_worker_busy_from_idle(session, tmp_path):
     for code in (PANEL, "%%task --gpu A2:1\nfirst = 1"):
         out = session.run(code, timeout=120)
         assert out.status == "ok", out.error_text
-    wait_until(session, "shown('reused') == [('running', True)]", "its worker idle")
-    wait_until(session, "'>idle ' in p.pools.value", "the panel drawing it idle")
+    session.eventual_value("shown('reused')", "its worker idle", lambda v: v == [("running", True)])
+    session.eventual_value("p.pools.value", "the panel drawing it idle", lambda v: ">idle " in v)
     # A cell the live worker meets claims nothing: the worker itself is seen busy.
     out = session.run(held(release, "A2:1"))
     assert out.status == "ok", out.error_text
-    wait_until(session, "shown('reused') == [('running', False)]", "its worker busy again")
-    wait_until(session, "'>running<' in p.pools.value", "the panel drawing it running")
+    session.eventual_value(
+        "shown('reused')", "its worker busy again", lambda v: v == [("running", False)]
+    )
+    session.eventual_value(
+        "p.pools.value", "the panel drawing it running", lambda v: ">running<" in v
+    )
     release.touch()
-    wait_until(session, "shown('reused') == [('running', True)]", "its worker idle again")
+    session.eventual_value(
+        "shown('reused')", "its worker idle again", lambda v: v == [("running", True)]
+    )
     session.run("p.close()")
 
 
@@ -341,8 +350,12 @@ def test_pools_configured_before_the_kernel_connects_are_listed_before_any_cell_
             "[v['detail'] for v in snapshot_view(p.feed.snapshot(), 0)['pools'] "
             "if v['name'] == 'spare']"
         )
-        wait_until(kernel, f"{detail} == ['0 of 2 workers · 0 tasks waiting']", "it listed")
-        wait_until(kernel, "'spare · local' in p.pools.value", "the panel drawing it")
+        kernel.eventual_value(
+            detail, "it listed", lambda v: v == ["0 of 2 workers · 0 tasks waiting"]
+        )
+        kernel.eventual_value(
+            "p.pools.value", "the panel drawing it", lambda v: "spare · local" in v
+        )
         assert kernel.value("shown('spare')") == []
     finally:
         kernel.stop()

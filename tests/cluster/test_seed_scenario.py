@@ -64,13 +64,13 @@ def test_worker_configured_through_environment_variable(dask_processes):
     assert most_at_once(intervals) <= 2
 
 
-def test_infeasible_request_fails_in_under_a_second(dask_processes):
+def test_infeasible_request_is_refused_before_anything_is_submitted(dask_processes):
     dask_processes.worker("--resources", "GPU=1", name="one-gpu")
     with Client(dask_processes.address) as client:
         client.wait_for_workers(1, timeout=60)
         two_a100 = task(resources=Resources(gpu="A100:2"))(lambda: None)
-        started = time.monotonic()
         with pytest.raises(InfeasibleError, match="asks GPU-A100=2; the most any worker has is 0"):
             two_a100()
-        assert time.monotonic() - started < 1
         assert not client.who_has()
+        # Refused before submission: no task waits on the scheduler for a worker that never comes.
+        assert client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.tasks)) == []

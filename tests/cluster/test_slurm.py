@@ -15,12 +15,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import KernelSession, free_port
+from waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -119,15 +119,14 @@ PartitionName=debug Nodes=tcnode Default=YES MaxTime=INFINITE State=UP
         )
 
     def _wait(self, ready, what: str) -> None:
-        deadline = time.monotonic() + PATIENCE
-        while not ready():
+        def alive_and_ready() -> bool:
             for proc in self.procs:
                 if proc.poll() is not None:
                     logs = "\n".join(p.read_text() for p in (self.folder / "log").iterdir())
                     raise RuntimeError(f"{proc.args[0]} exited ({proc.returncode}):\n{logs}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"SLURM: no {what} after {PATIENCE} s")
-            time.sleep(0.2)
+            return ready()
+
+        eventually(alive_and_ready, f"SLURM: {what}", PATIENCE, every=0.2)
 
     def run(self, *argv: str) -> str:
         """A SLURM command against this cluster; its stdout ('' when it fails)."""
@@ -200,12 +199,17 @@ def test_a_gpu_cell_provisions_a_slurm_worker_through_sbatch_which_retires(slurm
         script = next((slurm.folder / "jobs").glob("*.out"), None)
         assert script is not None  # the job ran and wrote its log where the pool said
 
-        deadline = time.monotonic() + PATIENCE
-        while kernel.value("workers()[0]['state']") != "retired":
-            assert time.monotonic() < deadline, kernel.value("workers()")
-            time.sleep(0.3)
-        while slurm.job_state(job_id) in ("PENDING", "RUNNING", "COMPLETING"):
-            assert time.monotonic() < deadline, slurm.job_state(job_id)
-            time.sleep(0.3)
+        kernel.eventual_value(
+            "workers()",
+            "its worker retired",
+            lambda workers: workers[0]["state"] == "retired",
+            timeout=PATIENCE,
+        )
+        eventually(
+            lambda: slurm.job_state(job_id),
+            "its job to end",
+            PATIENCE,
+            holds=lambda state: state not in ("PENDING", "RUNNING", "COMPLETING"),
+        )
     finally:
         kernel.stop()
