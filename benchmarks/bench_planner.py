@@ -32,6 +32,7 @@ GIB = 1 << 30
 
 class _Task:
     __slots__ = (
+        "annotations",
         "host_restrictions",
         "key",
         "prefix",
@@ -44,6 +45,7 @@ class _Task:
 
     def __init__(self, key: str, restrictions: dict, state: str) -> None:
         self.key = key
+        self.annotations = None
         self.resource_restrictions = restrictions
         self.prefix = SimpleNamespace(name=key.split("-")[0])
         self.state = state

@@ -1,26 +1,42 @@
-"""The occupancy wire codec: the plugin's compact records, encoded and decoded in this one place.
+"""The occupancy wire codec: the plugin's records, encoded and decoded in this one place.
 
 The scheduler's :class:`~taskcell.planner.plugin.OccupancyPlugin` builds its messages with the
 ``*_record`` and ``*_message`` functions here; every client (a kernel's
 :class:`~taskcell.planner.feed.OccupancyFeed`, and through it the Jupyter server's watch) turns
-them into :mod:`taskcell.planner.schema` records with :func:`decode` and its parts::
+them into :mod:`taskcell.planner.schema` records with :func:`decode` and its parts. Every record
+is a dict with named keys, as distributed's progress stream sends; an update looks like::
 
-    worker = [address, name, nthreads, memory_limit, {resource: [total, running, assigned]},
-              [task, ...], n_running, n_assigned]
-    task   = [key, name or None, {resource: amount}, state, since] (+ [waiting_for] when queued)
-             state: "r" running, "a" assigned, "q" queued on the scheduler; a task's name is
-             sent only when the client cannot derive it from a string key, and its worker and
-             what an assigned task waits for are derived by the client from the worker record
-    ended  = [key, name or None, {resource: amount}, state, ended, worker, wall, peak_memory,
-              error]   state: "f" finished, "x" failed, "c" cancelled
-    pool   = [kernel, name, backend, {resource: amount}, max_workers, waiting, [pool_worker, ...]]
-    pool_worker = [name, state, started, address, since, idle_since, error]
-    update = {"v", "epoch", "seq", "time", "scheduler", "workers": [worker, ...] (changed ones),
-              "removed": [address, ...], "queue": [task, ...] or None (unchanged), "queued",
-              "totals": {resource: [total, running, assigned]},
-              "recent": [ended, ...] (latest first) or None (unchanged),
-              "dashboard": port or None, "pools": [pool, ...] or None (unchanged), "full": bool}
-    sample = [time, queued, {resource: [total, running, assigned]}]
+    {"v": 5, "epoch": "3f2a9c0d1e4b", "seq": 41, "time": 1764041640.25,
+     "scheduler": "tcp://10.0.0.5:8786",
+     "workers": [                                  # the workers that changed (all, when full)
+         {"address": "tcp://10.0.0.7:40211", "name": "gpu-box", "nthreads": 2,
+          "memory_limit": 8589934592,
+          "resources": {"threads": {"total": 2, "running": 1, "assigned": 1},
+                        "GPU": {"total": 2, "running": 1, "assigned": 1}},
+          "tasks": [{"key": "cell-3-<uuid4 hex>", "request": {"GPU": 1}, "state": "running",
+                     "since": 1764041630.5},
+                    {"key": "('chunk', 0)", "name": "chunk", "request": {"GPU": 1},
+                     "state": "assigned", "since": 1764041631.0}],
+          "running_tasks": 1, "assigned_tasks": 1}],
+     "removed": ["tcp://10.0.0.8:40211"],         # workers that left
+     "queue": [{"key": "big-1", "request": {"GPU": 4}, "state": "queued",
+                "since": 1764041600.0, "waiting_for": "no live worker can ever run it: ..."}],
+     "queued": 1,                                  # all queued tasks; "queue" lists the first
+     "totals": {"threads": {"total": 2, "running": 1, "assigned": 1}, "GPU": {...}},
+     "recent": [{"key": "cell-2-<uuid4 hex>", "request": {"GPU": 1}, "state": "failed",
+                 "ended": 1764041620.0, "worker": "tcp://10.0.0.7:40211", "wall": 2.5,
+                 "peak_memory": 1048576, "error": "ValueError: bad batch"}],
+     "dashboard": 8787,                            # the dashboard's port, or None
+     "pools": [pool, ...],                         # as pool_record writes them
+     "full": False}                                # True: the whole state
+
+A task carries a ``name`` only where the client cannot derive it from a string key, and a
+``waiting_for`` only when queued (an assigned task's is derived by the client from its worker's
+amounts). ``queue``, ``recent`` and ``pools`` are None when unchanged (never in a whole state);
+``recent`` holds the latest first. An update of :data:`COMPRESS_FROM` workers or more travels
+packed (:func:`pack`). A history sample holds the totals at one time::
+
+    {"time": 1764041640.25, "queued": 1, "totals": {"GPU": {"total": 2, "running": 1, ...}}}
 
 The encoding functions run inside the scheduler, shipped by value with the plugin (see
 :func:`taskcell.planner.feed.install`), so they use nothing but the standard library and the
@@ -33,96 +49,191 @@ import bisect
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from taskcell.planner.schema import (
     STRIP_SECONDS,
     STRIP_STEPS,
     THREADS,
     EndedTask,
+    EndState,
     PoolInfo,
     PoolWorker,
     ResourceUse,
     Snapshot,
     TaskInfo,
+    TaskState,
     UsageStrip,
     WorkerSnapshot,
 )
 from taskcell.spec.amounts import show_amount
 
 if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
     from taskcell.cluster.mapping import WorkerCapacity
 
 #: Version of the wire format; a client that finds another version re-registers the plugin.
-WIRE_VERSION = 4
+WIRE_VERSION = 5
 #: Updates carrying this many workers or more travel compressed (see :func:`pack`).
 COMPRESS_FROM = 64
 
-_CODES = {"running": "r", "assigned": "a", "queued": "q"}
-_STATES = {code: state for state, code in _CODES.items()}
-_END_CODES = {"finished": "f", "failed": "x", "cancelled": "c"}
-_END_STATES = {code: state for state, code in _END_CODES.items()}
 _UUID_SUFFIX = re.compile(r"-[0-9a-f]{32}$")
 #: Resources shown first, in this order; then typed GPUs and MIG slices, then the rest.
 _FIRST = ("threads", "cpu", "memory", "disk", "shm", "gpu")
 
 
+class UseRecord(TypedDict):
+    """One resource's amounts on the wire (see the module docstring)."""
+
+    total: float
+    running: float
+    assigned: float
+
+
+class TaskRecord(TypedDict):
+    """A task on the wire."""
+
+    key: str
+    #: Only where the client cannot derive it from the key.
+    name: NotRequired[str]
+    request: dict[str, float]
+    state: TaskState
+    since: float
+    #: Only on a queued task.
+    waiting_for: NotRequired[str]
+
+
+class EndedRecord(TypedDict):
+    """A task that ended, on the wire."""
+
+    key: str
+    #: Only where the client cannot derive it from the key.
+    name: NotRequired[str]
+    request: dict[str, float]
+    state: EndState
+    ended: float
+    worker: str | None
+    wall: float | None
+    peak_memory: int | None
+    error: str | None
+
+
+class WorkerRecord(TypedDict):
+    """A worker on the wire."""
+
+    address: str
+    name: str
+    nthreads: int
+    memory_limit: int
+    resources: dict[str, UseRecord]
+    tasks: list[TaskRecord]
+    running_tasks: int
+    assigned_tasks: int
+
+
+class SampleRecord(TypedDict):
+    """One sample of the cluster's totals, as the plugin's history keeps it."""
+
+    time: float
+    queued: int
+    totals: dict[str, UseRecord]
+
+
+class Update(TypedDict):
+    """A whole state (``full``) or the changes since the last update (see the module docstring)."""
+
+    v: int
+    epoch: str
+    seq: int
+    time: float
+    scheduler: str
+    workers: list[WorkerRecord]
+    removed: list[str]
+    queue: list[TaskRecord] | None
+    queued: int
+    totals: dict[str, UseRecord]
+    recent: list[EndedRecord] | None
+    dashboard: int | None
+    pools: list[PoolInfo] | None
+    full: bool
+
+
 # -- encoding (in the scheduler) ------------------------------------------------------------
 
 
-def amount(value: float) -> float | int:
+def amount(value: float) -> float:
     """A whole amount as an int: smaller on the wire and read back exactly."""
     if value.__class__ is float and value.is_integer():
         return int(value)
     return value
 
 
-def request_record(restrictions: Mapping[str, float] | None) -> dict[str, float | int]:
+def request_record(restrictions: Mapping[str, float] | None) -> dict[str, float]:
     """A task's resource restrictions on the wire."""
     if not restrictions:
         return {}
     return {r: amount(a) for r, a in restrictions.items()}
 
 
+def use_record(total: float, running: float, assigned: float) -> UseRecord:
+    """One resource's amounts on the wire; a sum that went below zero is sent as zero."""
+    return {
+        "total": amount(total),
+        "running": amount(max(running, 0)),
+        "assigned": amount(max(assigned, 0)),
+    }
+
+
 def task_record(
+    *,
     key: Any,
     prefix: str,
-    request: dict[str, float | int],
-    state: str,
+    request: dict[str, float],
+    state: TaskState,
     since: float,
     waiting_for: str | None = None,
     name: str | None = None,
-) -> list:
+) -> TaskRecord:
     """A task on the wire; its name (Dask's key ``prefix``) only where a string key lacks it,
     or where it has one of its own (``name``: a ``%%task --graph`` cell's task)."""
-    if name is None and not isinstance(key, str):
-        name = prefix
-    record = [str(key), name, request, _CODES[state], since]
-    if state == "queued":
-        record.append(waiting_for)
+    record: TaskRecord = {"key": str(key), "request": request, "state": state, "since": since}
+    if name is not None or not isinstance(key, str):
+        record["name"] = prefix if name is None else name
+    if waiting_for is not None:
+        record["waiting_for"] = waiting_for
     return record
 
 
 def ended_record(
+    *,
     key: Any,
     prefix: str,
-    request: dict[str, float | int],
-    state: str,
+    request: dict[str, float],
+    state: EndState,
     ended: float,
     worker: str | None,
     wall: float | None,
     peak_memory: int | None,
     error: str | None,
-) -> list:
+) -> EndedRecord:
     """A task that ended, on the wire; its name only where a string key lacks it."""
-    name = None if isinstance(key, str) else prefix
-    return [str(key), name, request, _END_CODES[state], ended, worker, wall, peak_memory, error]
+    record: EndedRecord = {
+        "key": str(key),
+        "request": request,
+        "state": state,
+        "ended": ended,
+        "worker": worker,
+        "wall": wall,
+        "peak_memory": peak_memory,
+        "error": error,
+    }
+    if not isinstance(key, str):
+        record["name"] = prefix
+    return record
 
 
-_POOL_WORKER_KEYS = ("name", "state", "started", "address", "since", "idle_since", "error")
-
-
-def pool_record(pool: Mapping[str, Any]) -> dict:
+def pool_record(pool: Mapping[str, Any]) -> PoolInfo:
     """A pool as its kernel published it (a :class:`~taskcell.cluster.pool_records.PoolInfo`),
     on the wire: its known keys only, whole amounts as ints. KeyError or TypeError for one that
     is not a pool."""
@@ -134,56 +245,82 @@ def pool_record(pool: Mapping[str, Any]) -> dict:
         "max_workers": int(pool["max_workers"]),
         "waiting": int(pool["waiting"]),
         "launched": int(pool["launched"]),
-        "workers": [{k: w[k] for k in _POOL_WORKER_KEYS} for w in pool["workers"]],
+        "workers": [
+            {
+                "name": w["name"],
+                "state": w["state"],
+                "started": w["started"],
+                "address": w["address"],
+                "since": w["since"],
+                "idle_since": w["idle_since"],
+                "error": w["error"],
+            }
+            for w in pool["workers"]
+        ],
     }
 
 
 def worker_record(
+    *,
     address: str,
     name: str,
     nthreads: int,
     memory_limit: int,
-    resources: dict[str, list],
-    tasks: list[list],
-    n_running: int,
-    n_assigned: int,
-) -> list:
-    """A worker on the wire: ``resources`` maps each to ``[total, running, assigned]``."""
-    return [address, name, nthreads, memory_limit, resources, tasks, n_running, n_assigned]
+    resources: dict[str, UseRecord],
+    tasks: list[TaskRecord],
+    running_tasks: int,
+    assigned_tasks: int,
+) -> WorkerRecord:
+    """A worker on the wire: each of its ``resources`` as :func:`use_record` writes it."""
+    return {
+        "address": address,
+        "name": name,
+        "nthreads": nthreads,
+        "memory_limit": memory_limit,
+        "resources": resources,
+        "tasks": tasks,
+        "running_tasks": running_tasks,
+        "assigned_tasks": assigned_tasks,
+    }
 
 
-def worker_address(record: Sequence) -> str:
+def worker_address(record: WorkerRecord) -> str:
     """The address of a worker on the wire."""
-    return record[0]
+    return record["address"]
 
 
-def sum_totals(workers: Iterable[Sequence]) -> dict[str, list]:
-    """The cluster's ``{resource: [total, running, assigned]}``, summed over worker records."""
-    totals: dict[str, list[float]] = {}
+def sum_totals(workers: Iterable[WorkerRecord]) -> dict[str, UseRecord]:
+    """The cluster's amounts of each resource, summed over worker records."""
+    by_resource: dict[str, list[UseRecord]] = {}
     for record in workers:
-        for resource, (total, running, assigned) in record[4].items():
-            sums = totals.setdefault(resource, [0, 0, 0])
-            sums[0] += total
-            sums[1] += running
-            sums[2] += assigned
-    return {r: [amount(v) for v in sums] for r, sums in totals.items()}
+        for resource, use in record["resources"].items():
+            by_resource.setdefault(resource, []).append(use)
+    return {
+        r: use_record(
+            sum(u["total"] for u in uses),
+            sum(u["running"] for u in uses),
+            sum(u["assigned"] for u in uses),
+        )
+        for r, uses in by_resource.items()
+    }
 
 
 def update_message(
+    *,
     epoch: str,
     seq: int,
     time: float,
     scheduler: str,
-    workers: list[list],
+    workers: list[WorkerRecord],
     removed: list[str],
-    queue: list[list] | None,
+    queue: list[TaskRecord] | None,
     queued: int,
-    totals: dict[str, list],
-    recent: list[list] | None,
+    totals: dict[str, UseRecord],
+    recent: list[EndedRecord] | None,
     dashboard: int | None,
-    pools: list[dict] | None,
+    pools: list[PoolInfo] | None,
     full: bool,
-) -> dict:
+) -> Update:
     """A whole state (``full``) or the changes since the last update."""
     return {
         "v": WIRE_VERSION,
@@ -203,21 +340,26 @@ def update_message(
     }
 
 
-def sample_record(time: float, queued: int, totals: dict[str, list]) -> list:
+def sample_record(*, time: float, queued: int, totals: dict[str, UseRecord]) -> SampleRecord:
     """One sample of the cluster's totals, for :func:`taskcell.occupancy_history`."""
-    return [time, queued, totals]
+    return {"time": time, "queued": queued, "totals": totals}
 
 
-def history_message(samples: list[list]) -> dict:
-    """The reply to ``taskcell_occupancy_history``: every sample kept."""
+def sample_time(sample: SampleRecord) -> float:
+    """When a history sample was taken."""
+    return sample["time"]
+
+
+def history_message(samples: list[SampleRecord]) -> dict:
+    """The reply to ``taskcell_occupancy_history``: every sample kept, oldest first."""
     return {"v": WIRE_VERSION, "samples": samples}
 
 
-def pack(message: dict) -> dict:
+def pack(message: Update) -> Update | dict[str, Any]:
     """A large update as zlib-compressed msgpack: ``{"v", "epoch", "seq", "zlib"}``; small as is.
 
     Whole states of large clusters repeat the same structure worker after worker and shrink
-    three- to fourfold; Dask's comms compress nothing by default.
+    several times; Dask's comms compress nothing by default.
     """
     if len(message["workers"]) < COMPRESS_FROM:
         return message
@@ -234,10 +376,10 @@ def pack(message: dict) -> dict:
     }
 
 
-def unpack(message: dict) -> dict:
+def unpack(message: dict) -> Update:
     """The update :func:`pack` made (or the message itself when it was not packed)."""
     if "zlib" not in message:
-        return message
+        return message  # type: ignore[return-value]
     import zlib
 
     import msgpack
@@ -262,11 +404,11 @@ def task_name(key: str, prefix: str) -> str:
     return key[: match.start()] if match else prefix
 
 
-def uses(resources: Mapping[str, Sequence[float]]) -> list[ResourceUse]:
-    """``{resource: [total, running, assigned]}`` as records, in :func:`resource_order`."""
+def uses(resources: Mapping[str, UseRecord]) -> list[ResourceUse]:
+    """Each resource's amounts on the wire as records, in :func:`resource_order`."""
     return [
-        ResourceUse(resource=r, total=v[0], running=v[1], assigned=v[2])
-        for r, v in sorted(resources.items(), key=lambda item: resource_order(item[0]))
+        ResourceUse(resource=r, total=u["total"], running=u["running"], assigned=u["assigned"])
+        for r, u in sorted(resources.items(), key=lambda item: resource_order(item[0]))
     ]
 
 
@@ -301,33 +443,33 @@ def _name(key: Any, name: str | None) -> str:
     return task_name(key, key_split(key))
 
 
-def decode_task(record: Sequence, worker: str | None = None) -> TaskInfo:
+def decode_task(record: TaskRecord, worker: str | None = None) -> TaskInfo:
     """A task from the wire; ``worker`` is the address of the worker record it came in."""
-    key, name, request, state, since = record[:5]
+    key = record["key"]
     return TaskInfo(
         key=key,
-        name=_name(key, name),
-        request=dict(request),
-        state=_STATES[state],  # type: ignore[typeddict-item]
-        since=since,
+        name=_name(key, record.get("name")),
+        request=dict(record["request"]),
+        state=record["state"],
+        since=record["since"],
         worker=worker,
-        waiting_for=record[5] if len(record) > 5 else None,
+        waiting_for=record.get("waiting_for"),
     )
 
 
-def decode_ended(record: Sequence) -> EndedTask:
+def decode_ended(record: EndedRecord) -> EndedTask:
     """A task that ended, from the wire."""
-    key, name, request, state, ended, worker, wall, peak_memory, error = record
+    key = record["key"]
     return EndedTask(
         key=key,
-        name=_name(key, name),
-        request=dict(request),
-        state=_END_STATES[state],  # type: ignore[typeddict-item]
-        worker=worker,
-        ended=ended,
-        wall=wall,
-        peak_memory=peak_memory,
-        error=error,
+        name=_name(key, record.get("name")),
+        request=dict(record["request"]),
+        state=record["state"],
+        worker=record["worker"],
+        ended=record["ended"],
+        wall=record["wall"],
+        peak_memory=record["peak_memory"],
+        error=record["error"],
     )
 
 
@@ -356,18 +498,18 @@ def decode_pool(record: Mapping[str, Any]) -> PoolInfo:
     )
 
 
-def decode_worker(record: Sequence) -> WorkerSnapshot:
+def decode_worker(record: WorkerRecord) -> WorkerSnapshot:
     """A worker from the wire, with what each of its assigned tasks waits for."""
-    address, name, nthreads, memory_limit, resources, tasks, n_running, n_assigned = record
+    address = record["address"]
     worker = WorkerSnapshot(
         address=address,
-        name=name,
-        nthreads=nthreads,
-        memory_limit=memory_limit,
-        resources=uses(resources),
-        tasks=[decode_task(t, address) for t in tasks],
-        running_tasks=n_running,
-        assigned_tasks=n_assigned,
+        name=record["name"],
+        nthreads=record["nthreads"],
+        memory_limit=record["memory_limit"],
+        resources=uses(record["resources"]),
+        tasks=[decode_task(t, address) for t in record["tasks"]],
+        running_tasks=record["running_tasks"],
+        assigned_tasks=record["assigned_tasks"],
     )
     for task in worker["tasks"]:
         if task["state"] == "assigned":
@@ -376,15 +518,16 @@ def decode_worker(record: Sequence) -> WorkerSnapshot:
 
 
 def snapshot(
+    *,
     scheduler: str,
     time: float,
     seq: int,
-    workers: Iterable[Sequence],
-    totals: Mapping[str, Sequence[float]],
-    queue: Iterable[Sequence],
+    workers: Iterable[WorkerRecord],
+    totals: Mapping[str, UseRecord],
+    queue: Iterable[TaskRecord],
     queued: int,
-    recent: Iterable[Sequence] = (),
-    samples: Sequence[Sequence] = (),
+    recent: Iterable[EndedRecord] = (),
+    samples: Sequence[SampleRecord] = (),
     dashboard: str | None = None,
     pools: Iterable[Mapping[str, Any]] = (),
 ) -> Snapshot:
@@ -405,22 +548,24 @@ def snapshot(
     )
 
 
-def decode(full: dict, samples: Sequence[Sequence] = (), address: str | None = None) -> Snapshot:
+def decode(
+    full: dict, samples: Sequence[SampleRecord] = (), address: str | None = None
+) -> Snapshot:
     """A whole-state message of the plugin (packed or not) as a snapshot; its strips from the
     history ``samples``, its dashboard link as seen from a client of ``address``."""
-    full = unpack(full)
+    update = unpack(full)
     return snapshot(
-        full["scheduler"],
-        full["time"],
-        full["seq"],
-        full["workers"],
-        full["totals"],
-        full["queue"],
-        full["queued"],
-        full["recent"],
-        samples,
-        dashboard_link(address or full["scheduler"], full["dashboard"]),
-        full["pools"],
+        scheduler=update["scheduler"],
+        time=update["time"],
+        seq=update["seq"],
+        workers=update["workers"],
+        totals=update["totals"],
+        queue=update["queue"] or (),
+        queued=update["queued"],
+        recent=update["recent"] or (),
+        samples=samples,
+        dashboard=dashboard_link(address or update["scheduler"], update["dashboard"]),
+        pools=update["pools"] or (),
     )
 
 
@@ -439,7 +584,7 @@ def dashboard_link(address: str, port: int | None) -> str | None:
         return None
 
 
-def strips(samples: Sequence[Sequence], now: float) -> list[UsageStrip]:
+def strips(samples: Sequence[SampleRecord], now: float) -> list[UsageStrip]:
     """Per resource, the highest share of its total that running tasks held in each of the
     ``STRIP_STEPS`` steps up to ``now``, from history samples (oldest first)."""
     if not samples:
@@ -447,7 +592,7 @@ def strips(samples: Sequence[Sequence], now: float) -> list[UsageStrip]:
     last = math.floor(now / STRIP_SECONDS)
     first = last - STRIP_STEPS + 1
     # The sample in force when the strip begins, and every one after it.
-    times = [s[0] for s in samples]
+    times = [s["time"] for s in samples]
     begin = max(bisect.bisect_right(times, first * STRIP_SECONDS) - 1, 0)
     shares: dict[str, list[float | None]] = {}
     for i in range(begin, len(samples)):
@@ -456,8 +601,9 @@ def strips(samples: Sequence[Sequence], now: float) -> list[UsageStrip]:
         until = math.ceil(times[i + 1] / STRIP_SECONDS) - 1 if i + 1 < len(samples) else last
         lo = max(since, first) - first
         hi = min(max(until, since), last) - first
-        for resource, (total, running, _) in samples[i][2].items():
-            share = round(min(running / total, 1.0), 3) if total > 0 else 0.0
+        for resource, use in samples[i]["totals"].items():
+            total = use["total"]
+            share = round(min(use["running"] / total, 1.0), 3) if total > 0 else 0.0
             steps = shares.setdefault(resource, [None] * STRIP_STEPS)
             for k in range(max(lo, 0), hi + 1):
                 steps[k] = max(steps[k] or 0.0, share)
@@ -467,9 +613,9 @@ def strips(samples: Sequence[Sequence], now: float) -> list[UsageStrip]:
     ]
 
 
-def decode_samples(samples: Iterable[Sequence]) -> list[tuple[float, int, list[ResourceUse]]]:
+def decode_samples(samples: Iterable[SampleRecord]) -> list[tuple[float, int, list[ResourceUse]]]:
     """History samples as ``(time, queued, totals)``."""
-    return [(t, queued, uses(totals)) for t, queued, totals in samples]
+    return [(s["time"], s["queued"], uses(s["totals"])) for s in samples]
 
 
 def worker_capacity(worker: WorkerSnapshot) -> WorkerCapacity:

@@ -10,7 +10,9 @@ those reports, so cells that ended before the plugin was added are taken over fr
 (:meth:`EndedTasks.seed`).
 
 It runs inside the scheduler, shipped by value with :mod:`taskcell.planner.plugin`, so it uses
-only the standard library and :mod:`taskcell.planner.codec`'s encoders.
+only the standard library and :mod:`taskcell.planner.codec`'s encoders. It keeps its own
+records (:class:`Followed`, :class:`Report`, :class:`EndedEntry`) and writes wire records only
+when the plugin publishes (:meth:`EndedTasks.records`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from distributed.metrics import time
 
-from taskcell.planner.codec import ended_record, request_record
-from taskcell.planner.schema import RECENT_LIMIT
+from taskcell.planner.codec import EndedRecord, ended_record, request_record
+from taskcell.planner.schema import RECENT_LIMIT, EndState
 
 #: The keys taskcell makes (``unique_key``): a name, a dash, a uuid4's hex.
 _TASKCELL_KEY = re.compile(r"-[0-9a-f]{32}$")
@@ -33,8 +36,62 @@ _CELL_EVENTS = ("started", "finished", "failed")
 _ERROR_CHARS = 300
 #: An exception as Dask's ``exception_text`` writes it: ``ValueError('bad batch')``.
 _EXCEPTION_REPR = re.compile(r"^(\w+)\((['\"])(.*)\2\)$", re.S)
-# Positions in a wire record (see codec.ended_record).
-_STATE, _WALL, _PEAK, _ERROR = 3, 6, 7, 8
+
+
+@dataclass(kw_only=True)
+class Followed:
+    """A followed task that has not ended: what the scheduler and its cell's worker told."""
+
+    #: Dask's key prefix, its name where its key implies none.
+    prefix: str
+    request: dict[str, float]
+    #: Where its cell reported it started.
+    worker: str | None = None
+    #: What its cell measured (``wall``, ``peak_memory``), once it finished.
+    usage: dict | None = None
+    #: The error its cell reported, once it failed.
+    error: str | None = None
+
+
+@dataclass(kw_only=True)
+class Report:
+    """What a cell's worker reported on its kernel's topic, read back from the scheduler's log."""
+
+    worker: str | None = None
+    usage: dict | None = None
+    error: str | None = None
+    #: When it was reported started, and ended (the log's times).
+    since: float | None = None
+    ended: float | None = None
+
+
+@dataclass(kw_only=True)
+class EndedEntry:
+    """A task that ended, as kept until its cell's last report completes it."""
+
+    key: Any
+    prefix: str
+    request: dict[str, float]
+    state: EndState
+    ended: float
+    worker: str | None
+    wall: float | None
+    peak_memory: int | None
+    error: str | None
+
+    def wire(self) -> EndedRecord:
+        """The record on the wire."""
+        return ended_record(
+            key=self.key,
+            prefix=self.prefix,
+            request=self.request,
+            state=self.state,
+            ended=self.ended,
+            worker=self.worker,
+            wall=self.wall,
+            peak_memory=self.peak_memory,
+            error=self.error,
+        )
 
 
 def one_line(text: str | None) -> str | None:
@@ -49,16 +106,16 @@ def one_line(text: str | None) -> str | None:
 
 
 class EndedTasks:
-    """Followed tasks until they end, and the ``RECENT_LIMIT`` that ended last (on the wire).
+    """Followed tasks until they end, and the ``RECENT_LIMIT`` that ended last.
 
     ``changed`` is set whenever ``recent`` changes; the plugin clears it when it publishes.
     """
 
     def __init__(self) -> None:
         #: key -> what is known of a followed task that has not ended yet
-        self.following: dict[Any, dict] = {}
-        #: Wire records of the tasks that ended last, oldest first.
-        self.recent: deque[list] = deque(maxlen=RECENT_LIMIT)
+        self.following: dict[Any, Followed] = {}
+        #: The tasks that ended last, oldest first.
+        self.recent: deque[EndedEntry] = deque(maxlen=RECENT_LIMIT)
         self.changed = False
 
     def follow(self, ts: Any) -> None:
@@ -67,19 +124,16 @@ class EndedTasks:
         if key in self.following:
             return
         if ts.resource_restrictions or (isinstance(key, str) and _TASKCELL_KEY.search(key)):
-            self.following[key] = {
-                "prefix": ts.prefix.name,
-                "request": request_record(ts.resource_restrictions),
-                "worker": None,
-                "usage": None,
-                "error": None,
-            }
+            self.following[key] = Followed(
+                prefix=ts.prefix.name, request=request_record(ts.resource_restrictions)
+            )
 
     def transition(
         self, key: Any, finish: str, ts: Any, worker: str | None, started: float | None
     ) -> None:
         """A followed task moved to ``finish``; record it if that is an end. ``worker`` and
         ``started``: where and since when it ran, when it leaves ``processing``."""
+        state: EndState
         if finish == "memory":
             state, error = "finished", None
         elif finish == "erred":
@@ -92,22 +146,21 @@ class EndedTasks:
         else:
             return
         entry = self.following.pop(key)
-        usage = entry["usage"] or {}
+        usage = entry.usage or {}
         wall = usage.get("wall")
         if wall is None and started is not None:
             wall = max(time() - started, 0.0)
-        error = one_line(entry["error"] or error) if state == "failed" else None
         self.recent.append(
-            ended_record(
-                key,
-                entry["prefix"],
-                entry["request"],
-                state,
-                time(),
-                entry["worker"] or worker,
-                wall,
-                usage.get("peak_memory"),
-                error,
+            EndedEntry(
+                key=key,
+                prefix=entry.prefix,
+                request=entry.request,
+                state=state,
+                ended=time(),
+                worker=entry.worker or worker,
+                wall=wall,
+                peak_memory=usage.get("peak_memory"),
+                error=one_line(entry.error or error) if state == "failed" else None,
             )
         )
         self.changed = True
@@ -119,23 +172,23 @@ class EndedTasks:
         key, kind = msg["key"], msg["kind"]
         entry = self.following.get(key)
         if entry is not None:
-            field, value = {
-                "started": ("worker", msg.get("worker")),
-                "finished": ("usage", msg.get("usage")),
-                "failed": ("error", msg.get("error")),
-            }[kind]
-            entry[field] = value
+            if kind == "started":
+                entry.worker = msg.get("worker")
+            elif kind == "finished":
+                entry.usage = msg.get("usage")
+            else:
+                entry.error = msg.get("error")
             return True
         # It ended before its worker's word arrived: complete its record.
         for record in reversed(self.recent):
-            if record[0] == key:
+            if record.key == key:
                 usage = msg.get("usage") or {}
-                if kind == "finished" and record[_STATE] == "f":
-                    record[_WALL] = usage.get("wall", record[_WALL])
-                    record[_PEAK] = usage.get("peak_memory")
+                if kind == "finished" and record.state == "finished":
+                    record.wall = usage.get("wall", record.wall)
+                    record.peak_memory = usage.get("peak_memory")
                     self.changed = True
-                elif kind == "failed" and record[_STATE] == "x":
-                    record[_ERROR] = one_line(msg.get("error")) or record[_ERROR]
+                elif kind == "failed" and record.state == "failed":
+                    record.error = one_line(msg.get("error")) or record.error
                     self.changed = True
                 break
         return True
@@ -146,53 +199,53 @@ class EndedTasks:
         """Take over what cells' workers reported before this plugin was added (the
         scheduler's ``get_events()``): complete the tasks followed, and record the cells that
         ended already. ``tasks`` is the scheduler's, for the state of those it still holds."""
-        reports: dict[Any, dict] = {}
+        reports: dict[Any, Report] = {}
         for log in events.values():
             for stamp, msg in log:
                 if isinstance(msg, dict) and msg.get("kind") in _CELL_EVENTS and "key" in msg:
-                    report = reports.setdefault(msg["key"], {"worker": None, "usage": None,
-                                                            "error": None, "since": None,
-                                                            "ended": None})  # fmt: skip
+                    report = reports.setdefault(msg["key"], Report())
                     if msg["kind"] == "started":
-                        report["worker"], report["since"] = msg.get("worker"), stamp
+                        report.worker, report.since = msg.get("worker"), stamp
                     else:
-                        report["usage"], report["error"] = msg.get("usage"), msg.get("error")
-                        report["ended"] = stamp
+                        report.usage, report.error = msg.get("usage"), msg.get("error")
+                        report.ended = stamp
         ended = []
         for key, report in reports.items():
             entry = self.following.get(key)
             if entry is not None:
-                entry.update(worker=report["worker"], usage=report["usage"], error=report["error"])
-            elif report["ended"] is not None:
-                ended.append(self._taken_over(key, report, tasks.get(key)))
-        for record in sorted(ended, key=lambda r: r[4])[-RECENT_LIMIT:]:
+                entry.worker, entry.usage, entry.error = report.worker, report.usage, report.error
+            elif report.ended is not None:
+                ended.append(self._taken_over(key, report, report.ended, tasks.get(key)))
+        for record in sorted(ended, key=lambda r: r.ended)[-RECENT_LIMIT:]:
             self.recent.append(record)
         self.changed = self.changed or bool(ended)
 
     @staticmethod
-    def _taken_over(key: Any, report: dict, ts: Any) -> list:
-        """The record of a cell that ended before the plugin, from its worker's reports."""
-        usage = report["usage"] or {}
+    def _taken_over(key: Any, report: Report, ended: float, ts: Any) -> EndedEntry:
+        """The record of a cell that ended (at ``ended``) before the plugin, from its worker's
+        reports."""
+        usage = report.usage or {}
         text = getattr(ts, "exception_text", "") or ""
-        if report["usage"] is not None:
+        state: EndState
+        if report.usage is not None:
             state = "finished"
         else:
             state = "cancelled" if text.startswith("CellInterrupted(") else "failed"
         wall = usage.get("wall")
-        if wall is None and report["since"] is not None:
-            wall = max(report["ended"] - report["since"], 0.0)
-        return ended_record(
-            key,
-            "",
-            request_record(getattr(ts, "resource_restrictions", None)),
-            state,
-            report["ended"],
-            report["worker"],
-            wall,
-            usage.get("peak_memory"),
-            one_line(report["error"]) if state == "failed" else None,
+        if wall is None and report.since is not None:
+            wall = max(ended - report.since, 0.0)
+        return EndedEntry(
+            key=key,
+            prefix="",
+            request=request_record(getattr(ts, "resource_restrictions", None)),
+            state=state,
+            ended=ended,
+            worker=report.worker,
+            wall=wall,
+            peak_memory=usage.get("peak_memory"),
+            error=one_line(report.error) if state == "failed" else None,
         )
 
-    def records(self) -> list[list]:
-        """``recent`` as the wire sends it: copies, latest first."""
-        return [list(r) for r in reversed(self.recent)]
+    def records(self) -> list[EndedRecord]:
+        """``recent`` as the wire sends it, latest first."""
+        return [r.wire() for r in reversed(self.recent)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections import deque
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from taskcell.planner import codec, ended, plugin
-from taskcell.planner.schema import STRIP_SECONDS, STRIP_STEPS, Snapshot
+from taskcell.planner.schema import STRIP_SECONDS, STRIP_STEPS, PoolInfo, Snapshot
 from taskcell.spec import amounts
 
 if TYPE_CHECKING:
@@ -247,16 +248,16 @@ class OccupancyFeed:
         self.updates = 0
         self.bytes_received = 0
         self._lock = threading.Lock()
-        self._workers: dict[str, list] = {}
-        self._queue: list = []
+        self._workers: dict[str, codec.WorkerRecord] = {}
+        self._queue: list[codec.TaskRecord] = []
         self._queued = 0
-        self._totals: dict[str, list] = {}
-        self._recent: list = []
-        self._pools: list = []
+        self._totals: dict[str, codec.UseRecord] = {}
+        self._recent: list[codec.EndedRecord] = []
+        self._pools: list[PoolInfo] = []
         self._dashboard_port: int | None = None
         self._dashboard: str | None = None
         #: History samples covering the strips' span, oldest first (see :meth:`_sample`).
-        self._samples: deque = deque()
+        self._samples: deque[codec.SampleRecord] = deque()
         self._seq = -1
         self._epoch = ""
         self._time = 0.0
@@ -328,7 +329,7 @@ class OccupancyFeed:
 
         self._refetch = asyncio.ensure_future(refetch())
 
-    def _apply(self, update: dict) -> None:
+    def _apply(self, update: codec.Update) -> None:
         with self._lock:
             if update["full"]:
                 self._workers = {codec.worker_address(w): w for w in update["workers"]}
@@ -362,15 +363,16 @@ class OccupancyFeed:
             except Exception:
                 logger.exception("taskcell: an occupancy update callback failed")
 
-    def _sample(self, update: dict) -> None:
+    def _sample(self, update: codec.Update) -> None:
         """Add the update's totals to the history the strips are drawn from (the plugin keeps
         the same sample of every update it publishes), and drop the samples they no longer
         reach, keeping the one in force where they begin."""
-        if not self._samples or self._samples[-1][0] < update["time"]:
-            sample = codec.sample_record(update["time"], update["queued"], update["totals"])
+        now = update["time"]
+        if not self._samples or codec.sample_time(self._samples[-1]) < now:
+            sample = codec.sample_record(time=now, queued=update["queued"], totals=update["totals"])
             self._samples.append(sample)
-        start = update["time"] - STRIP_SECONDS * (STRIP_STEPS + 1)
-        while len(self._samples) > 1 and self._samples[1][0] <= start:
+        start = now - STRIP_SECONDS * (STRIP_STEPS + 1)
+        while len(self._samples) > 1 and codec.sample_time(self._samples[1]) <= start:
             self._samples.popleft()
 
     @property
@@ -380,21 +382,22 @@ class OccupancyFeed:
 
     def snapshot(self) -> Snapshot:
         """The latest snapshot (a new, independent record on every call)."""
-        with self._lock:
-            args = (
-                self._scheduler,
-                self._time,
-                self._seq,
-                list(self._workers.values()),
-                dict(self._totals),
-                list(self._queue),
-                self._queued,
-                list(self._recent),
-                list(self._samples),
-                self._dashboard,
-                list(self._pools),
+        with self._lock:  # copied under the lock, decoded outside it
+            decode = functools.partial(
+                codec.snapshot,
+                scheduler=self._scheduler,
+                time=self._time,
+                seq=self._seq,
+                workers=list(self._workers.values()),
+                totals=dict(self._totals),
+                queue=list(self._queue),
+                queued=self._queued,
+                recent=list(self._recent),
+                samples=list(self._samples),
+                dashboard=self._dashboard,
+                pools=list(self._pools),
             )
-        return codec.snapshot(*args)
+        return decode()
 
     def close(self) -> Any:
         """Stop receiving updates (awaitable when asynchronous). Safe to call twice."""

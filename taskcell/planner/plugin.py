@@ -26,8 +26,8 @@ every task *assigned* to a worker, running or waiting there, and work stealing m
 updating it. So amounts here are summed from ``WorkerState.processing`` itself, split by the starts
 the workers report, and never go below zero.
 
-Its messages are compact lists, built and read by :mod:`taskcell.planner.codec`, the one codec;
-:mod:`taskcell.planner.feed` turns them into :mod:`taskcell.planner.schema` records.
+Its messages are dicts with named keys, built and read by :mod:`taskcell.planner.codec`, the one
+codec; :mod:`taskcell.planner.feed` turns them into :mod:`taskcell.planner.schema` records.
 
 This module is shipped to the scheduler by value (cloudpickle), with :mod:`taskcell.planner.ended`,
 :mod:`taskcell.planner.codec` and :mod:`taskcell.spec.amounts`, so a scheduler without taskcell
@@ -51,7 +51,12 @@ from taskcell.cluster.pool_records import POOLS_TOPIC
 from taskcell.cluster.submit import CELL_ANNOTATION
 from taskcell.planner.codec import (
     WIRE_VERSION,
-    amount,
+    EndedRecord,
+    SampleRecord,
+    TaskRecord,
+    Update,
+    UseRecord,
+    WorkerRecord,
     history_message,
     pack,
     pool_record,
@@ -60,10 +65,11 @@ from taskcell.planner.codec import (
     sum_totals,
     task_record,
     update_message,
+    use_record,
     worker_record,
 )
 from taskcell.planner.ended import EndedTasks
-from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER, THREADS
+from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER, THREADS, PoolInfo, TaskState
 from taskcell.spec.amounts import shortfall, show_amount
 
 if TYPE_CHECKING:
@@ -94,14 +100,21 @@ def _hashable(key: Any) -> Any:
 
 
 def _task(
-    ts: Any, state: str, since: float, request: dict | None = None, why: str | None = None
-) -> list:
+    ts: Any, state: TaskState, since: float, request: dict | None = None, why: str | None = None
+) -> TaskRecord:
     """A task on the wire, its request read from the task unless given."""
     if request is None:
         request = request_record(ts.resource_restrictions)
     cell = (ts.annotations or {}).get(CELL_ANNOTATION)  # a task of a %%task --graph cell
-    name = f"{cell}: {ts.prefix.name}" if cell else None
-    return task_record(ts.key, ts.prefix.name, request, state, since, why, name=name)
+    return task_record(
+        key=ts.key,
+        prefix=ts.prefix.name,
+        request=request,
+        state=state,
+        since=since,
+        waiting_for=why,
+        name=f"{cell}: {ts.prefix.name}" if cell else None,
+    )
 
 
 class StartReporter(WorkerPlugin):
@@ -173,19 +186,19 @@ class OccupancyPlugin(SchedulerPlugin):
         self.dirty: set[str] = set()
         self.removed: set[str] = set()
         self.queue_dirty = True
-        self.published: dict[str, list] = {}
-        self.published_queue: list = []
-        self.totals: dict[str, list] = {}
+        self.published: dict[str, WorkerRecord] = {}
+        self.published_queue: list[TaskRecord] = []
+        self.totals: dict[str, UseRecord] = {}
         self.seq = 0
         #: Tells this plugin's sequence numbers from another's (a restarted scheduler's).
         self.epoch = uuid.uuid4().hex[:12]
-        self.history: deque = deque(maxlen=getattr(self, "history_length", 3600))
+        self.history: deque[SampleRecord] = deque(maxlen=getattr(self, "history_length", 3600))
         self.ended = EndedTasks()
-        self.published_recent: list = []
+        self.published_recent: list[EndedRecord] = []
         #: provisioner's client id -> its kernel's pools on the wire
-        self.pools: dict[str, list] = {}
+        self.pools: dict[str, list[PoolInfo]] = {}
         self.pools_changed = False
-        self.published_pools: list = []
+        self.published_pools: list[PoolInfo] = []
         self.dashboard: int | None = None
         self._last_check = 0.0
         self._last_sweep = 0.0
@@ -351,12 +364,12 @@ class OccupancyPlugin(SchedulerPlugin):
 
     # -- handlers clients call ---------------------------------------------------------------
 
-    def handle_snapshot(self) -> dict:
+    def handle_snapshot(self) -> Update | dict[str, Any]:
         """The whole state now (``taskcell_occupancy``), packed when large."""
         self.tick(force=True)
         return pack(self.full())
 
-    def handle_subscribe(self, client: str) -> dict:
+    def handle_subscribe(self, client: str) -> Update | dict[str, Any]:
         """Start pushing updates to ``client``; the whole state to start from."""
         self.subscribers.add(client)
         return self.handle_snapshot()
@@ -365,39 +378,41 @@ class OccupancyPlugin(SchedulerPlugin):
         self.subscribers.discard(client)
 
     def handle_history(self) -> dict:
-        """Samples of the cluster totals: ``[[time, queued, {resource: [t, r, a]}], ...]``."""
+        """The samples of the cluster totals kept (``{"samples": [sample, ...]}``, oldest
+        first; see :mod:`taskcell.planner.codec`)."""
         self.tick(force=True)
         return history_message(list(self.history))
 
     # -- building updates --------------------------------------------------------------------
 
-    def full(self) -> dict:
+    def full(self) -> Update:
+        """The whole state as last published."""
         return update_message(
-            self.epoch,
-            self.seq,
-            time(),
-            self.scheduler.address if self.scheduler else "",
-            list(self.published.values()),
-            [],
-            self.published_queue,
-            sum(len(q) for q in self.queue.values()),
-            self.totals,
-            self.published_recent,
-            self.dashboard,
-            self.published_pools,
+            epoch=self.epoch,
+            seq=self.seq,
+            time=time(),
+            scheduler=self.scheduler.address if self.scheduler else "",
+            workers=list(self.published.values()),
+            removed=[],
+            queue=self.published_queue,
+            queued=sum(len(q) for q in self.queue.values()),
+            totals=self.totals,
+            recent=self.published_recent,
+            dashboard=self.dashboard,
+            pools=self.published_pools,
             full=True,
         )
 
     @property
-    def _started(self) -> Scheduler:
-        """The scheduler, for what runs only once the plugin has started on one."""
+    def _scheduler(self) -> Scheduler:
+        """``scheduler``, never None: for what runs only once the plugin has started on one."""
         assert self.scheduler is not None
         return self.scheduler
 
     def _tick(self) -> None:
         self.tick()
 
-    def tick(self, force: bool = False) -> dict | None:
+    def tick(self, force: bool = False) -> Update | None:
         """Publish what changed since the last tick, if anything; the update, or None."""
         if self.scheduler is None:
             return None
@@ -440,20 +455,20 @@ class OccupancyPlugin(SchedulerPlugin):
         self.seq += 1
         self.totals = sum_totals(self.published.values())
         queued = sum(len(q) for q in self.queue.values())
-        self.history.append(sample_record(now, queued, self.totals))
+        self.history.append(sample_record(time=now, queued=queued, totals=self.totals))
         update = update_message(
-            self.epoch,
-            self.seq,
-            now,
-            self.scheduler.address,
-            changed,
-            removed,
-            queue,
-            queued,
-            self.totals,
-            recent,
-            self.dashboard,
-            pools,
+            epoch=self.epoch,
+            seq=self.seq,
+            time=now,
+            scheduler=self.scheduler.address,
+            workers=changed,
+            removed=removed,
+            queue=queue,
+            queued=queued,
+            totals=self.totals,
+            recent=recent,
+            dashboard=self.dashboard,
+            pools=pools,
             full=False,
         )
         if self.subscribers:
@@ -463,7 +478,7 @@ class OccupancyPlugin(SchedulerPlugin):
     def _sweep(self, now: float) -> None:
         """Catch what no transition announces: work stealing, tasks seen only by heartbeats."""
         self._last_sweep = now
-        for address, ws in self._started.workers.items():
+        for address, ws in self._scheduler.workers.items():
             n = len(ws.processing)
             if self._lengths.get(address) != n:
                 self._lengths[address] = n
@@ -474,7 +489,7 @@ class OccupancyPlugin(SchedulerPlugin):
                     self.running[address] = started
                     self.dirty.add(address)
 
-    def worker_record(self, ws: Any) -> list:
+    def worker_record(self, ws: Any) -> WorkerRecord:
         """One worker on the wire: its resources split into running and assigned, its tasks."""
         started = self.running.get(ws.address, {})
         totals = ws.resources
@@ -494,13 +509,9 @@ class OccupancyPlugin(SchedulerPlugin):
             if ts.resource_restrictions:
                 for resource, asked in ts.resource_restrictions.items():
                     sums[resource] = sums.get(resource, 0.0) + asked
-        resources = {THREADS: [ws.nthreads, busy_threads, len(waiting)]}
+        resources = {THREADS: use_record(ws.nthreads, busy_threads, len(waiting))}
         for resource, total in totals.items():
-            resources[resource] = [
-                amount(total),
-                amount(max(running[resource], 0.0)),
-                amount(max(assigned[resource], 0.0)),
-            ]
+            resources[resource] = use_record(total, running[resource], assigned[resource])
         since, requests = self.since, self.requests
         tasks = [_task(ts, "running", started[ts.key], requests.get(ts.key)) for ts in run_tasks]
         if len(waiting) > TASKS_PER_WORKER:
@@ -511,24 +522,24 @@ class OccupancyPlugin(SchedulerPlugin):
             _task(ts, "assigned", since.get(ts.key, 0.0), requests.get(ts.key)) for ts in waiting
         ]
         return worker_record(
-            ws.address,
-            str(ws.name),
-            ws.nthreads,
-            int(ws.memory_limit or 0),
-            resources,
-            tasks,
-            len(run_tasks),
-            len(ws.processing) - len(run_tasks),
+            address=ws.address,
+            name=str(ws.name),
+            nthreads=ws.nthreads,
+            memory_limit=int(ws.memory_limit or 0),
+            resources=resources,
+            tasks=tasks,
+            running_tasks=len(run_tasks),
+            assigned_tasks=len(ws.processing) - len(run_tasks),
         )
 
-    def queue_records(self) -> list:
+    def queue_records(self) -> list[TaskRecord]:
         """The tasks no worker holds yet, oldest first within each state, at most QUEUE_LIMIT."""
-        out: list = []
+        out: list[TaskRecord] = []
         reasons: dict[Any, str] = {}
         for state in _QUEUE_STATES:
             room = QUEUE_LIMIT - len(out)
             for key, since in itertools.islice(self.queue[state].items(), room):
-                ts = self._started.tasks.get(key)
+                ts = self._scheduler.tasks.get(key)
                 if ts is None:
                     continue
                 out.append(_task(ts, "queued", since, why=self._queued_reason(ts, reasons)))
@@ -550,7 +561,7 @@ class OccupancyPlugin(SchedulerPlugin):
         return cache[signature]
 
     def _no_worker_reason(self, ts: Any) -> str:
-        workers = list(self._started.workers.values())
+        workers = list(self._scheduler.workers.values())
         if not workers:
             return "no worker is connected to the scheduler"
         if ts.worker_restrictions or ts.host_restrictions:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -26,31 +27,57 @@ from taskcell.planner.schema import (
 KEY = "cell-3-" + "0" * 32
 #: A pool as a kernel's provisioner publishes it (``taskcell.cluster.pool_records.PoolInfo``).
 PUBLISHED = {
-    "kernel": "kernel-1", "name": "a100x2", "backend": "local",
+    "kernel": "kernel-1",
+    "name": "a100x2",
+    "backend": "local",
     "resources": {"CPU": 1.0, "MEMORY": float(1 << 30), "GPU": 2.0, "GPU-A100": 2.0},
-    "max_workers": 2, "waiting": 1, "launched": 2,
+    "max_workers": 2,
+    "waiting": 1,
+    "launched": 2,
     "workers": [
-        {"name": "a100x2-1", "state": "running", "started": "pid 42", "address": "tcp://w:1",
-         "since": 90.0, "idle_since": 97.5, "error": None},
-        {"name": "a100x2-2", "state": "starting", "started": "", "address": None, "since": 99.0,
-         "idle_since": None, "error": None},
+        {
+            "name": "a100x2-1",
+            "state": "running",
+            "started": "pid 42",
+            "address": "tcp://w:1",
+            "since": 90.0,
+            "idle_since": 97.5,
+            "error": None,
+        },
+        {
+            "name": "a100x2-2",
+            "state": "starting",
+            "started": "",
+            "address": None,
+            "since": 99.0,
+            "idle_since": None,
+            "error": None,
+        },
     ],
-}  # fmt: skip
+}
 
 
-def gpu_worker() -> list:
+def gpu_worker() -> codec.WorkerRecord:
     return codec.worker_record(
-        "tcp://10.0.0.1:1",
-        "gpu-box",
-        2,
-        8 << 30,
-        {"GPU": [2, 2, 1], "threads": [2, 2, 1], "MEMORY": [8 << 30, 0, 0]},
-        [
-            codec.task_record(KEY, "cell", {"GPU": 1}, "running", 10.0),
-            codec.task_record(("chunk", 0), "chunk", {"GPU": 1}, "assigned", 11.0),
+        address="tcp://10.0.0.1:1",
+        name="gpu-box",
+        nthreads=2,
+        memory_limit=8 << 30,
+        resources={
+            "GPU": codec.use_record(2, 2, 1),
+            "threads": codec.use_record(2, 2, 1),
+            "MEMORY": codec.use_record(8 << 30, 0, 0),
+        },
+        tasks=[
+            codec.task_record(
+                key=KEY, prefix="cell", request={"GPU": 1}, state="running", since=10.0
+            ),
+            codec.task_record(
+                key=("chunk", 0), prefix="chunk", request={"GPU": 1}, state="assigned", since=11.0
+            ),
         ],
-        1,
-        1,
+        running_tasks=1,
+        assigned_tasks=1,
     )
 
 
@@ -76,15 +103,42 @@ def test_a_worker_decodes_into_the_schema_with_resources_in_order_and_reasons():
 
 def test_a_whole_state_and_its_samples_round_trip():
     worker = gpu_worker()
-    queued = codec.task_record("big-1", "big", {"GPU": 4}, "queued", 12.0, "no live worker")
+    queued = codec.task_record(
+        key="big-1",
+        prefix="big",
+        request={"GPU": 4},
+        state="queued",
+        since=12.0,
+        waiting_for="no live worker",
+    )
     totals = codec.sum_totals([worker, worker])
-    assert totals["GPU"] == [4, 4, 2]
+    assert totals["GPU"] == {"total": 4, "running": 4, "assigned": 2}
     ended = codec.ended_record(
-        KEY, "cell", {"GPU": 1}, "failed", 12.5, "tcp://10.0.0.1:1", 2.5, 1 << 20, "ValueError: x"
+        key=KEY,
+        prefix="cell",
+        request={"GPU": 1},
+        state="failed",
+        ended=12.5,
+        worker="tcp://10.0.0.1:1",
+        wall=2.5,
+        peak_memory=1 << 20,
+        error="ValueError: x",
     )
     pools = [codec.pool_record(PUBLISHED)]
     message = codec.update_message(
-        "e", 3, 13.0, "tcp://s:1", [worker], [], [queued], 1, totals, [ended], 8787, pools, True
+        epoch="e",
+        seq=3,
+        time=13.0,
+        scheduler="tcp://s:1",
+        workers=[worker],
+        removed=[],
+        queue=[queued],
+        queued=1,
+        totals=totals,
+        recent=[ended],
+        dashboard=8787,
+        pools=pools,
+        full=True,
     )
     snap = codec.decode(message, address="tcp://scheduler.example:8786")
     assert snap["recent"] == [
@@ -112,16 +166,26 @@ def test_a_whole_state_and_its_samples_round_trip():
             launched=2,
             workers=[
                 PoolWorker(
-                    name="a100x2-1", state="running", started="pid 42", address="tcp://w:1",
-                    since=90.0, idle_since=97.5, error=None,
+                    name="a100x2-1",
+                    state="running",
+                    started="pid 42",
+                    address="tcp://w:1",
+                    since=90.0,
+                    idle_since=97.5,
+                    error=None,
                 ),
                 PoolWorker(
-                    name="a100x2-2", state="starting", started="", address=None, since=99.0,
-                    idle_since=None, error=None,
+                    name="a100x2-2",
+                    state="starting",
+                    started="",
+                    address=None,
+                    since=99.0,
+                    idle_since=None,
+                    error=None,
                 ),
             ],
         )
-    ]  # fmt: skip
+    ]
     assert snap["strips"] == []
     assert (snap["seq"], snap["queued"], snap["queue"][0]["waiting_for"]) == (
         3,
@@ -129,7 +193,9 @@ def test_a_whole_state_and_its_samples_round_trip():
         "no live worker",
     )
     assert snap["queue"][0]["worker"] is None
-    ((t, n, uses),) = codec.decode_samples([codec.sample_record(13.0, 1, totals)])
+    ((t, n, uses),) = codec.decode_samples(
+        [codec.sample_record(time=13.0, queued=1, totals=totals)]
+    )
     assert (t, n) == (13.0, 1)
     assert uses[0] == ResourceUse(resource="threads", total=4, running=4, assigned=2)
 
@@ -148,20 +214,26 @@ def steps(now: float) -> int:
     return int(now // STRIP_SECONDS)
 
 
+def gpu(time: float, total: int, running: int) -> codec.SampleRecord:
+    """A history sample of a cluster whose GPUs ``running`` tasks hold, of ``total``."""
+    return codec.sample_record(
+        time=time, queued=0, totals={"GPU": codec.use_record(total, running, 0)}
+    )
+
+
 @pytest.mark.parametrize(
     ("samples", "expected_tail"),
     [
-        pytest.param([[100.0, 0, {"GPU": [2, 1, 0]}]], [0.5] * 3, id="one-sample-held-to-now"),
+        pytest.param([gpu(100.0, 2, 1)], [0.5] * 3, id="one-sample-held-to-now"),
         pytest.param(
-            [[100.0, 0, {"GPU": [2, 0, 0]}], [101.0, 0, {"GPU": [2, 2, 0]}],
-             [102.0, 0, {"GPU": [2, 0, 0]}], [111.0, 0, {"GPU": [2, 1, 0]}]],
+            [gpu(100.0, 2, 0), gpu(101.0, 2, 2), gpu(102.0, 2, 0), gpu(111.0, 2, 1)],
             [1.0, 0.0, 0.5],
             id="a-short-peak-shows-in-its-step",
         ),
-        pytest.param([[100.0, 0, {"GPU": [0, 0, 0]}]], [0.0] * 3, id="no-total-no-share"),
-        pytest.param([[100.0, 0, {"GPU": [2, 5, 0]}]], [1.0] * 3, id="capped-at-the-total"),
+        pytest.param([gpu(100.0, 0, 0)], [0.0] * 3, id="no-total-no-share"),
+        pytest.param([gpu(100.0, 2, 5)], [1.0] * 3, id="capped-at-the-total"),
     ],
-)  # fmt: skip
+)
 def test_a_strip_holds_the_highest_share_of_each_step(samples, expected_tail):
     now = 114.0
     (strip,) = codec.strips(samples, now)
@@ -173,7 +245,7 @@ def test_a_strip_holds_the_highest_share_of_each_step(samples, expected_tail):
 
 
 def test_a_strip_starts_from_the_sample_in_force_before_it():
-    long_ago = [[0.0, 0, {"GPU": [2, 2, 0]}], [5000.0, 0, {"GPU": [2, 1, 0]}]]
+    long_ago = [gpu(0.0, 2, 2), gpu(5000.0, 2, 1)]
     (strip,) = codec.strips(long_ago, 5000.0 + STRIP_SECONDS * 2)
     assert strip["shares"][0] == 1.0  # held since t=0, long before the strip begins
     assert strip["shares"][-3:] == [0.5, 0.5, 0.5]
@@ -186,6 +258,7 @@ def test_whole_amounts_travel_as_ints():
 
 
 SHIPPED = """
+import json
 import sys
 from types import SimpleNamespace as NS
 
@@ -202,19 +275,19 @@ ws = NS(address="tcp://w:1", name="w", nthreads=2, memory_limit=0,
 scheduler_plugin.scheduler = NS(workers={"tcp://w:1": ws}, tasks={task.key: task}, address="s",
                                 clients={"c1": None})
 scheduler_plugin.queue["no-worker"][task.key] = 1.0
-print(scheduler_plugin.worker_record(ws))
-print(scheduler_plugin.queue_records())
-print(type(worker_plugin).__name__)
+print(json.dumps(scheduler_plugin.worker_record(ws)))
+print(json.dumps(scheduler_plugin.queue_records()))
+print(json.dumps(type(worker_plugin).__name__))
 scheduler_plugin.ended.follow(task)
 scheduler_plugin.log_event("client-1", {"key": task.key, "kind": "failed", "error": "E: bad"})
 scheduler_plugin.transition(task.key, "no-worker", "erred")
-print(scheduler_plugin.ended.records()[0][3:])
+print(json.dumps(scheduler_plugin.ended.records()))
 scheduler_plugin.log_event("taskcell-pools", {"kernel": "k1", "client": "c1", "pools": [
     {"kernel": "k1", "name": "p", "backend": "local", "resources": {"GPU": 2.0},
      "max_workers": 1, "waiting": 0, "launched": 1,
      "workers": [{"name": "p-1", "state": "running", "started": "pid 4", "address": "tcp://w:2",
                   "since": 5.0, "idle_since": None, "error": None}]}]})
-print(scheduler_plugin.pools)
+print(json.dumps(scheduler_plugin.pools))
 """
 
 
@@ -228,15 +301,58 @@ def test_the_plugins_run_where_taskcell_is_not_installed(tmp_path):
         timeout=60,
     )
     assert done.returncode == 0, done.stderr.decode()
-    worker, queue, reporter, ended, pools = done.stdout.decode().splitlines()
+    worker, queue, reporter, ended, pools = map(json.loads, done.stdout.decode().splitlines())
     assert reporter == "StartReporter"
-    assert ended.startswith("['x', ") and ended.endswith(", None, None, None, 'E: bad']")
-    resources = "{'threads': [2, 0, 0], 'MEMORY': [1073741824, 0, 0]}"
-    assert worker == f"['tcp://w:1', 'w', 2, 0, {resources}, [], 0, 0]"
-    assert "asks MEMORY=3 GiB; the most any worker has is 1 GiB, on tcp://w:1" in queue
-    assert pools == (
-        "{'c1': [{'kernel': 'k1', 'name': 'p', 'backend': 'local', 'resources': {'GPU': 2}, "
-        "'max_workers': 1, 'waiting': 0, 'launched': 1, 'workers': [{'name': 'p-1', "
-        "'state': 'running', 'started': 'pid 4', 'address': 'tcp://w:2', 'since': 5.0, "
-        "'idle_since': None, 'error': None}]}]}"
+    ((failed),) = ended
+    assert {k: v for k, v in failed.items() if k != "ended"} == {
+        "key": "cell-1-" + "a" * 32,
+        "request": {"MEMORY": 3 << 30},
+        "state": "failed",
+        "worker": None,
+        "wall": None,
+        "peak_memory": None,
+        "error": "E: bad",
+    }
+    assert worker == {
+        "address": "tcp://w:1",
+        "name": "w",
+        "nthreads": 2,
+        "memory_limit": 0,
+        "resources": {
+            "threads": {"total": 2, "running": 0, "assigned": 0},
+            "MEMORY": {"total": 1 << 30, "running": 0, "assigned": 0},
+        },
+        "tasks": [],
+        "running_tasks": 0,
+        "assigned_tasks": 0,
+    }
+    ((queued),) = queue
+    assert queued["state"] == "queued"
+    assert (
+        "asks MEMORY=3 GiB; the most any worker has is 1 GiB, on tcp://w:1"
+        in (queued["waiting_for"])
     )
+    assert pools == {
+        "c1": [
+            {
+                "kernel": "k1",
+                "name": "p",
+                "backend": "local",
+                "resources": {"GPU": 2},
+                "max_workers": 1,
+                "waiting": 0,
+                "launched": 1,
+                "workers": [
+                    {
+                        "name": "p-1",
+                        "state": "running",
+                        "started": "pid 4",
+                        "address": "tcp://w:2",
+                        "since": 5.0,
+                        "idle_since": None,
+                        "error": None,
+                    }
+                ],
+            }
+        ]
+    }
