@@ -151,16 +151,41 @@ async def test_a_scheduler_without_the_plugin_gets_it_again(c, s, a):
 
 def test_large_updates_travel_compressed_and_decode_the_same():
     workers = [
-        [f"tcp://10.0.0.{i}:1", f"w{i}", 2, 0, {"threads": [2, 1, 0], "GPU": [2, 1, 0]},
-         [[f"cell-{i}-{'a' * 32}", None, {"GPU": 1}, "r", 1.5]], 1, 0]
+        codec.worker_record(
+            address=f"tcp://10.0.0.{i}:1",
+            name=f"w{i}",
+            nthreads=2,
+            memory_limit=0,
+            resources={"threads": codec.use_record(2, 1, 0), "GPU": codec.use_record(2, 1, 0)},
+            tasks=[
+                codec.task_record(
+                    key=f"cell-{i}-{'a' * 32}",
+                    prefix="cell",
+                    request={"GPU": 1},
+                    state="running",
+                    since=1.5,
+                )
+            ],
+            running_tasks=1,
+            assigned_tasks=0,
+        )
         for i in range(codec.COMPRESS_FROM)
-    ]  # fmt: skip
-    full = {
-        "v": codec.WIRE_VERSION, "epoch": "e1", "seq": 3, "time": 2.0, "scheduler": "tcp://s:1",
-        "workers": workers, "removed": [], "queue": [], "queued": 0,
-        "totals": {"GPU": [128, 64, 0]}, "recent": [], "dashboard": None, "pools": [],
-        "full": True,
-    }  # fmt: skip
+    ]
+    full = codec.update_message(
+        epoch="e1",
+        seq=3,
+        time=2.0,
+        scheduler="tcp://s:1",
+        workers=workers,
+        removed=[],
+        queue=[],
+        queued=0,
+        totals=codec.sum_totals(workers),
+        recent=[],
+        dashboard=None,
+        pools=[],
+        full=True,
+    )
     packed = codec.pack(full)
     assert set(packed) == {"v", "epoch", "seq", "zlib"} and len(packed["zlib"]) < 4000
     assert codec.decode(packed) == codec.decode(full)
