@@ -229,7 +229,7 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     try:
         body, last = _compile(job)
         with cell_shell(namespace, outbox.send, job.count) as shell, _interruptible():
-            there = set(namespace)
+            there = dict(namespace)  # held, so a rebound name's old object keeps its id
             outbox.send(("started",))  # its worker may interrupt it from now on
             _evaluated(body, namespace)
             value = _evaluated(last, namespace) if last is not None else None
@@ -287,7 +287,7 @@ def _flush_figures(shell: Any) -> None:
 def _result(
     job: CellJob,
     namespace: dict[str, Any],
-    there: set[str],
+    there: dict[str, Any],
     snapshot: InputSnapshot,
     value: Any,
     usage: Usage,
@@ -296,14 +296,21 @@ def _result(
     """What the cell sends back: outputs, changed inputs, and which of them are inputs.
 
     The outputs are the names the analysis found and those the cell bound where it could
-    not see (``from m import *``, ``exec``): new names not ``there`` before it ran (not
-    ``_``-led ones, which IPython's own machinery binds too)."""
+    not see (``from m import *``, ``exec``, a notebook function's ``global``): names bound to
+    another object than ``there`` before it ran (not ``_``-led ones, which IPython's own
+    machinery binds too)."""
     inputs = {id(v): name for name, v in reversed(snapshot.objects.items())}
     if dask_client is not None and job.clients:
         inputs[id(dask_client)] = job.clients[0]
     outputs, aliases, shared = {}, {}, {}
     made: dict[int, str] = {}
-    unseen = [n for n in namespace if n not in there and n[0] != "_" and n not in job.outputs]
+    unseen = [
+        name
+        for name, bound in namespace.items()
+        if (name not in there or there[name] is not bound)
+        and name[0] != "_"
+        and name not in job.outputs
+    ]
     for name in [*job.outputs, *unseen]:
         if name not in namespace:
             continue

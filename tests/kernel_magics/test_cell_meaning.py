@@ -317,6 +317,13 @@ def test_names_the_analysis_cannot_see_come_back(nb):
     assert nb.value("(r, made_by_exec, round(pi, 2))") == (2, 5, 3.14)
 
 
+def test_a_notebook_function_rebinding_a_global_rebinds_it_in_the_notebook(nb):
+    nb.run("calls = 0\ndef bump():\n    global calls\n    calls += 1\nkept = [1]")
+    out = nb.run('%%task\nbump()\nbump()\nbefore = len(kept)\nexec("kept = kept + [2]")')
+    assert out.status == "ok", out.error_text
+    assert nb.value("(calls, kept)") == (2, [1, 2])
+
+
 def test_capture_keeps_a_last_value_as_a_kernel_does(nb):
     out = nb.run('%%task\n%%capture captured_out\nprint("hi")\n1 + 1')
     assert out.status == "ok", out.error_text
