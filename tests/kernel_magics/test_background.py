@@ -3,10 +3,9 @@ predict. A real kernel against real scheduler and worker processes."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from conftest import KernelSession
+from waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -26,21 +25,21 @@ def bg_kernel(module_dask):
     kernel.stop()
 
 
-def views(kernel: KernelSession, key: str, until: str, timeout: float = 60) -> list[str]:
+def views(kernel: KernelSession, key: str, until: str) -> list[str]:
     """The texts a background cell's output showed, from the kernel's messages (whatever
     execution they came under), once one contains ``until``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        shown = [
+
+    def shown() -> list[str]:
+        return [
             msg["content"]["data"]["text/plain"]
             for msg in kernel.log
             if msg["msg_type"] in ("display_data", "update_display_data")
             and msg["content"].get("transient", {}).get("display_id") == key
         ]
-        if any(until in text for text in shown):
-            return shown
-        msg = kernel.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        kernel.log.append(msg)
+
+    return kernel.read_until(
+        shown, f"its output to say {until!r}", lambda texts: any(until in t for t in texts)
+    )
 
 
 def test_a_failing_background_cell_shows_the_failure_where_it_is(bg_kernel):
@@ -76,10 +75,7 @@ def test_cancelling_stops_the_cell_and_frees_its_resources(bg_kernel, how, tmp_p
         f"open({str(started)!r}, 'w').close()\ntime.sleep(600)\nheld = 'after'"
     )
     bg_kernel.run("holder = _")
-    deadline = time.monotonic() + 60
-    while not started.exists():
-        assert time.monotonic() < deadline, "the background cell never started"
-        time.sleep(0.05)
+    eventually(started.exists, "the background cell to start")
     cancel = "holder.cancel()" if how == "handle" else "%task_cancel holder"
     assert bg_kernel.run(cancel).status == "ok"
     assert bg_kernel.run("holder.wait(60)").status == "error"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 from conftest import KernelSession, most_at_once
@@ -78,18 +77,16 @@ def test_a_client_the_user_made_is_used(dask_processes):
         kernel.stop()
 
 
-def _kill_worker_running_the_cell(kernel, dask_processes, workers, msg_id):
+def _kill_worker_running_the_cell(kernel, workers, msg_id):
     """Wait for the cell to print its worker's name, then SIGKILL that worker process."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        msg = kernel.client.get_iopub_msg(timeout=60)
-        if msg["parent_header"].get("msg_id") != msg_id or msg["msg_type"] != "stream":
-            continue
-        for name, proc in workers.items():
-            if f"on {name}" in msg["content"]["text"]:
-                proc.send_signal(signal.SIGKILL)
-                return name
-    raise AssertionError("the cell never said where it runs")
+    printed = kernel.read_until(
+        lambda: kernel.printed(msg_id),
+        "the cell to say where it runs",
+        lambda out: any(f"on {name}" in out for name in workers),
+    )
+    name = next(name for name in workers if f"on {name}" in printed)
+    workers[name].send_signal(signal.SIGKILL)
+    return name
 
 
 @pytest.mark.parametrize("retries", [0, 1], ids=["no-retries", "one-retry"])
@@ -114,7 +111,7 @@ def test_worker_killed_mid_task(dask_processes, retries, tmp_path):
             "print('on', where, flush=True)\n"
             "time.sleep(8)\noutcome = 'ran on ' + where"
         )
-        killed = _kill_worker_running_the_cell(kernel, dask_processes, workers, msg_id)
+        killed = _kill_worker_running_the_cell(kernel, workers, msg_id)
         out = kernel.wait(msg_id, timeout=90)
         survivor = ({"w1", "w2"} - {killed}).pop()
         if retries == 0:

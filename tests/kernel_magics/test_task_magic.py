@@ -111,11 +111,7 @@ def test_output_streams_while_the_cell_runs(gpu_kernel, tmp_path):
         print("tock")
     """)
     )
-    seen = ""
-    while "tick" not in seen:
-        msg = gpu_kernel.client.get_iopub_msg(timeout=60)
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
-            seen += msg["content"]["text"]
+    seen = gpu_kernel.wait_for_print(msg_id, "tick")
     go.touch()
     out = gpu_kernel.wait(msg_id)
     assert out.status == "ok", out.error_text

@@ -9,10 +9,10 @@ import mmap
 import os
 import socket
 import threading
-import time
 
 import numpy as np
 import pytest
+from waiting import eventually
 
 from taskcell.runner.wire import SHARE_MIN, Channel
 
@@ -121,10 +121,9 @@ def test_a_cell_processs_own_result_is_mapped_for_its_next_cell(ends):
     worker, cell = ends
     kept = passed(cell, worker, np.ones(SHARE_MIN))
     seen = passed(worker, cell, {"big": kept})["big"]  # untouched here: any page mapped was
-    deadline = time.monotonic() + 60  # mapped by the cell process while it waited
-    while not all_pages_mapped(seen):
-        assert time.monotonic() < deadline, "the cell's own result was not mapped for reading"
-        time.sleep(0.01)
+    eventually(  # mapped by the cell process while it waited
+        lambda: all_pages_mapped(seen), "the cell's own result mapped for reading", every=0.01
+    )
     np.testing.assert_array_equal(seen, kept)
 
 
