@@ -1,10 +1,11 @@
 """Process-wide state a cell relies on, carried to its worker and back.
 
-A notebook's cells share one process: a seeded ``random`` or ``numpy.random``, matplotlib's
-style, pandas' display options, scikit-learn's config, the warnings filters. A task cell runs in
-another process, so each :class:`Carrier` captures one such piece in the kernel, sets it in the
-cell's process before the cell runs, and brings back what the cell changed (a generator that
-moved on, an option it set), which the kernel takes only if the cell succeeds.
+A notebook's cells share one process: its working directory, a seeded ``random`` or
+``numpy.random``, matplotlib's style, pandas' display options, scikit-learn's config, the
+warnings filters. A task cell runs in another process, so each :class:`Carrier` captures one
+such piece in the kernel, sets it in the cell's process before the cell runs, and brings back
+what the cell changed (a generator that moved on, an option it set), which the kernel takes
+only if the cell succeeds.
 
 This module is the one list of them. Add one for another library with :func:`register`; its
 functions travel with each cell (by reference when importable, else by value)::
@@ -307,6 +308,33 @@ def _syspath_set(state: Any) -> None:
     sys.path[:0] = missing
 
 
+#: In a cell's process: the notebook's directory, where this machine has none, and the
+#: directory the cell ran in instead (the notebook's, as far as the notebook is told).
+_cwd_elsewhere: tuple[str, str] | None = None
+
+
+def _cwd_get() -> Any:
+    import os
+
+    cwd = os.getcwd()
+    if _cwd_elsewhere is not None and cwd == _cwd_elsewhere[1]:
+        return _cwd_elsewhere[0]
+    return cwd
+
+
+def _cwd_set(state: Any) -> None:
+    """Run where the notebook runs, so its relative paths mean the same files; a worker on a
+    machine without that directory runs where it is, and the notebook keeps its own."""
+    import os
+
+    global _cwd_elsewhere
+    if os.path.isdir(state):
+        os.chdir(state)
+        _cwd_elsewhere = None
+    else:
+        _cwd_elsewhere = state, os.getcwd()
+
+
 def _warnings_get() -> Any:
     return list(warnings.filters)
 
@@ -317,6 +345,7 @@ def _warnings_set(state: Any) -> None:
 
 
 register("sys.path", "sys", _syspath_get, _syspath_set, returns=False)
+register("working directory", "os", _cwd_get, _cwd_set)
 register("random", "random", _random_get, _random_set)
 register("numpy print options", "numpy", _printoptions_get, _printoptions_set)
 register("logging", "logging", _logging_get, _logging_set)

@@ -324,6 +324,18 @@ def test_a_notebook_function_rebinding_a_global_rebinds_it_in_the_notebook(nb):
     assert nb.value("(calls, kept)") == (2, [1, 2])
 
 
+def test_relative_paths_mean_the_notebooks_files_and_a_chdir_comes_back(nb, tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "data.txt").write_text("hello")
+    nb.run(f"import os\nhome = os.getcwd()\nos.chdir({str(tmp_path)!r})")
+    try:
+        out = nb.run("%%task\ntext = open('data.txt').read()\nos.chdir('sub')")
+        assert out.status == "ok", out.error_text
+        assert nb.value("(text, os.getcwd())") == ("hello", str(tmp_path / "sub"))
+    finally:
+        nb.run("os.chdir(home)")
+
+
 def test_capture_keeps_a_last_value_as_a_kernel_does(nb):
     out = nb.run('%%task\n%%capture captured_out\nprint("hi")\n1 + 1')
     assert out.status == "ok", out.error_text

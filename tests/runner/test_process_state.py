@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -116,3 +118,29 @@ def test_the_notebooks_import_paths_go_in_and_not_back(monkeypatch, tmp_path):
     assert str(tmp_path) in sys.path
     sys.path.append("/somewhere/of/the/cells/own")
     assert all(c.name != "sys.path" for c, _ in process_state.changed(sent))
+
+
+def test_the_working_directory_goes_in_and_a_change_comes_back(monkeypatch, tmp_path):
+    notebook, elsewhere = tmp_path / "notebook", tmp_path / "worker"
+    (notebook / "sub").mkdir(parents=True)
+    elsewhere.mkdir()
+    monkeypatch.chdir(notebook)
+    sent = process_state.capture()
+    monkeypatch.chdir(elsewhere)  # the cell's process, started somewhere else
+    process_state.apply(sent)
+    assert Path.cwd() == notebook
+    assert process_state.changed(sent) == []
+    os.chdir("sub")
+    assert by_name(process_state.changed(sent))["working directory"] == str(notebook / "sub")
+
+
+def test_a_worker_without_the_notebooks_directory_runs_where_it_is(monkeypatch, tmp_path):
+    monkeypatch.setattr(process_state, "_cwd_elsewhere", None)  # put back after the test
+    monkeypatch.chdir(tmp_path)
+    sent = [
+        (c, "/no/such/notebook/dir" if c.name == "working directory" else v)
+        for c, v in process_state.capture()
+    ]
+    process_state.apply(sent)
+    assert Path.cwd() == tmp_path
+    assert process_state.changed(sent) == []  # the notebook keeps its own
