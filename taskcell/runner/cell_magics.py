@@ -8,11 +8,14 @@ from taskcell.errors import CellCodeError
 from taskcell.runner.analysis import CellAnalysis
 
 #: Magics and shell escapes that run in the cell's own process, as in a kernel: timing and
-#: profiling, environment variables, shell commands and scripts, captured output, displays.
+#: profiling, the working directory and environment variables (both come back), shell
+#: commands and scripts, captured output, displays.
 WORKER_MAGICS = frozenset(
     {
         "!",
         "!!",
+        "%cd",
+        "%pwd",
         "%env",
         "%set_env",
         "%sx",
@@ -41,7 +44,7 @@ WORKER_MAGICS = frozenset(
 
 def check_magics(analysis: CellAnalysis) -> None:
     """Refuse a cell that uses a magic only the notebook's kernel can run (``%matplotlib``,
-    ``%load_ext``, ``%store``, ``%pip``, ``%cd``, another ``%%task``...), naming each."""
+    ``%load_ext``, ``%store``, ``%pip``, another ``%%task``...), naming each."""
     refused = [m for m in analysis.magics if m not in WORKER_MAGICS]
     if refused:
         allowed = ", ".join(sorted(m for m in WORKER_MAGICS if m[0] == "%" and m != "%%HTML"))

@@ -332,6 +332,8 @@ def test_relative_paths_mean_the_notebooks_files_and_a_chdir_comes_back(nb, tmp_
         out = nb.run("%%task\ntext = open('data.txt').read()\nos.chdir('sub')")
         assert out.status == "ok", out.error_text
         assert nb.value("(text, os.getcwd())") == ("hello", str(tmp_path / "sub"))
+        assert nb.run("%%task\n%cd ..").status == "ok"
+        assert nb.value("os.getcwd()") == str(tmp_path)
     finally:
         nb.run("os.chdir(home)")
 
