@@ -39,7 +39,7 @@ from typing import Any
 import cloudpickle
 
 from taskcell.errors import InputError
-from taskcell.runner import cell_dask, process_state
+from taskcell.runner import cell_dask, peak_memory, process_state
 from taskcell.runner.cell_shell import cell_shell, warm_shell
 from taskcell.runner.changes import InputSnapshot, Written
 from taskcell.runner.closure import adopt
@@ -340,11 +340,23 @@ def _result(
 
 
 def _user_traceback(error: BaseException, filename: str) -> str:
-    """The traceback from the cell's first frame on: the user's code, not taskcell's."""
+    """The traceback from the cell's first frame on: the user's code, not taskcell's (nor the
+    import hook that measures what imports cost, in every import's frames)."""
     tb = error.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(error), error, tb))
+    shown = traceback.TracebackException(type(error), error, tb)
+    seen: set[int] = set()
+    todo: list[traceback.TracebackException | None] = [shown]
+    while todo:
+        part = todo.pop()
+        if part is None or id(part) in seen:
+            continue
+        seen.add(id(part))
+        frames = [f for f in part.stack if f.filename != peak_memory.__file__]
+        part.stack = traceback.StackSummary.from_list(frames)
+        todo += [part.__cause__, part.__context__]
+    return "".join(shown.format())
 
 
 def serve(channel: Channel, warming: threading.Thread | None = None) -> None:

@@ -338,6 +338,12 @@ def test_relative_paths_mean_the_notebooks_files_and_a_chdir_comes_back(nb, tmp_
         nb.run("os.chdir(home)")
 
 
+def test_a_failed_import_shows_the_users_frames_only(nb):
+    out = nb.run("%%task\nimport no_such_module_here")
+    assert "No module named 'no_such_module_here'" in out.error_text
+    assert "taskcell" not in out.error_text.split("Traceback", 1)[1]
+
+
 def test_capture_keeps_a_last_value_as_a_kernel_does(nb):
     out = nb.run('%%task\n%%capture captured_out\nprint("hi")\n1 + 1')
     assert out.status == "ok", out.error_text
