@@ -220,7 +220,6 @@ class Execution:
         self.status = ""
 
     def collect(self, msg: dict) -> None:
-        msg["received"] = time.monotonic()
         self.messages.append(msg)
 
     def of_type(self, *types: str) -> list[dict]:

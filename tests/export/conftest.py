@@ -15,19 +15,17 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 #: Runs an exported module's main() in a fresh interpreter, as `python workflow.py` would, and
-#: pickles the plain values it returns plus main()'s wall time (the cluster already started).
+#: pickles the plain values it returns (once its cluster has a worker).
 HARNESS = textwrap.dedent(
     """
-    import pickle, runpy, sys, time, types
+    import pickle, runpy, sys, types
     from taskcell.cluster import connect
     from taskcell.export.runtime import run
 
 
-    def timed(namespace):
+    def main(namespace):
         connect.current_client().wait_for_workers(1)
-        started = time.perf_counter()
-        values = namespace["main"]()
-        return values, time.perf_counter() - started
+        return namespace["main"]()
 
 
     def plain(values):
@@ -47,9 +45,9 @@ HARNESS = textwrap.dedent(
         module, out = sys.argv[1], sys.argv[2]
         scheduler = sys.argv[3] if len(sys.argv) > 3 else None
         namespace = runpy.run_path(module)  # not as __main__: the module's CLI does not run
-        values, elapsed = run(lambda: timed(namespace), scheduler)
+        values = run(lambda: main(namespace), scheduler)
         with open(out, "wb") as f:
-            pickle.dump({"values": plain(values), "elapsed": elapsed}, f)
+            pickle.dump({"values": plain(values)}, f)
     """
 )
 
@@ -99,7 +97,7 @@ def write_notebook(path: Path, *cells: str) -> Path:
 def run_module(
     path: Path, tmp_path: Path, env: dict[str, str] | None = None, scheduler: str | None = None
 ) -> dict[str, Any]:
-    """Run an exported dask module's main() in a subprocess; its plain values and wall time."""
+    """Run an exported dask module's main() in a subprocess; its plain values."""
     harness = tmp_path / "harness.py"
     harness.write_text(HARNESS)
     out = tmp_path / f"{path.stem}.values.pickle"
