@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.slow
 
@@ -156,15 +157,21 @@ def test_infeasible_request_fails_at_once_with_the_shortfall(gpu_kernel):
     assert "asks GPU=4" in out.error_text and "the most any worker has is 2" in out.error_text
 
 
-def test_gpu_tasks_see_only_their_own_devices(gpu_kernel):
+def test_gpu_tasks_see_only_their_own_devices(gpu_kernel, tmp_path):
+    def meeting(name: str) -> str:
+        """A cell that holds its GPU until both cells have started: they hold one each."""
+        return cell(f"""
+            import os, pathlib, time
+            pathlib.Path({str(tmp_path)!r}, {name!r}).touch()
+            while len(os.listdir({str(tmp_path)!r})) < 2:
+                time.sleep(0.05)
+            {name} = os.environ['CUDA_VISIBLE_DEVICES']
+        """)
+
     out = gpu_kernel.run(
-        cell("""
-        h1 = get_ipython().run_cell_magic("task", "--gpu 1 --bg",
-            "import os, time\\ntime.sleep(1)\\nseen1 = os.environ['CUDA_VISIBLE_DEVICES']")
-        h2 = get_ipython().run_cell_magic("task", "--gpu 1 --bg",
-            "import os, time\\ntime.sleep(1)\\nseen2 = os.environ['CUDA_VISIBLE_DEVICES']")
-        h1.wait(60); h2.wait(60)
-    """)
+        f"h1 = get_ipython().run_cell_magic('task', '--gpu 1 --bg', {meeting('seen1')!r})\n"
+        f"h2 = get_ipython().run_cell_magic('task', '--gpu 1 --bg', {meeting('seen2')!r})\n"
+        "h1.wait(60); h2.wait(60)"
     )
     assert out.status == "ok", out.error_text
     assert sorted(gpu_kernel.value("[seen1, seen2]")) == ["0", "1"]
@@ -174,18 +181,14 @@ def test_gpu_tasks_see_only_their_own_devices(gpu_kernel):
 def test_interrupt_stops_the_task_and_frees_its_resources(gpu_kernel):
     gpu_kernel.run("slept = 'no'")
     msg_id = gpu_kernel.start(
-        "%%task --gpu 2\nimport time\nprint('started', flush=True)\ntime.sleep(60)\nslept = 'yes'"
+        "%%task --gpu 2\nimport time\nprint('started', flush=True)\ntime.sleep(600)\nslept = 'yes'"
     )
-    seen = ""
-    while "started" not in seen:
-        msg = gpu_kernel.client.get_iopub_msg(timeout=60)
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
-            seen += msg["content"]["text"]
+    gpu_kernel.wait_for_print(msg_id, "started")
     gpu_kernel.manager.interrupt_kernel()
-    out = gpu_kernel.wait(msg_id, timeout=30)
+    out = gpu_kernel.wait(msg_id, timeout=PATIENCE)
     assert out.status == "error" and "KeyboardInterrupt" in out.error_text
     # The GPUs are free again: a cell asking for both runs (it would wait behind the sleep).
-    again = gpu_kernel.run("%%task --gpu 2\nok = 1", timeout=30)
+    again = gpu_kernel.run("%%task --gpu 2\nok = 1", timeout=PATIENCE)
     assert again.status == "ok", again.error_text
     assert gpu_kernel.value("slept") == "no"
 
@@ -327,15 +330,31 @@ def test_gpus_reserved_through_resources_are_visible(gpu_kernel):
     assert gpu_kernel.value("via_extra") in ("0", "1")
 
 
-def test_a_queued_cell_says_what_it_waits_for_then_where_it_runs(gpu_kernel):
-    hold = gpu_kernel.run("%%task --gpu 2 --bg\nimport time\ntime.sleep(4)\nheld_both = True")
-    assert hold.status == "ok", hold.error_text
-    out = gpu_kernel.run("%%task --gpu 2\nafter = True", timeout=60)
-    assert out.status == "ok", out.error_text
-    statuses = [d.get("text/plain", "") for d in out.displays]
-    assert any(
-        "waiting" in s and "GPU=2" in s and "1 capable worker, all busy" in s for s in statuses
+def test_a_queued_cell_says_what_it_waits_for_then_where_it_runs(gpu_kernel, tmp_path):
+    release = tmp_path / "release"
+    hold = gpu_kernel.run(
+        cell(f"""
+        %%task --gpu 2 --bg
+        import os, time
+        while not os.path.exists({str(release)!r}):  # both GPUs held until the test has seen
+            time.sleep(0.05)
+        held_both = True
+    """)
     )
+    assert hold.status == "ok", hold.error_text
+    msg_id = gpu_kernel.start("%%task --gpu 2\nafter = True")
+
+    def says_it_waits(statuses: list[str]) -> bool:
+        return any(
+            "waiting" in s and "GPU=2" in s and "1 capable worker, all busy" in s for s in statuses
+        )
+
+    gpu_kernel.read_until(lambda: gpu_kernel.shown(msg_id), "it to say it waits", says_it_waits)
+    release.touch()
+    out = gpu_kernel.wait(msg_id)
+    assert out.status == "ok", out.error_text
+    statuses = gpu_kernel.shown(msg_id)
+    assert says_it_waits(statuses)
     assert "ran on tcp://127.0.0.1" in statuses[-1]
 
 
