@@ -5,7 +5,6 @@ there or go away."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -22,6 +21,17 @@ def use(state: dict, worker: str, resource: str) -> dict | None:
         if w["name"] == worker:
             return next((u for u in w["resources"] if u["resource"] == resource), None)
     return None
+
+
+def holder(event: str):
+    """A task body that holds its resources until ``event`` is set (pickled by value)."""
+
+    def hold() -> None:
+        from distributed import Event
+
+        Event(event).wait(600)
+
+    return hold
 
 
 def gpus_running(worker: str, amount: float):
@@ -57,7 +67,7 @@ class TestConfiguredCluster:
     async def test_snapshot_follows_a_gpu_task_from_start_to_end(
         self, api, wait_for, dask_processes
     ):
-        from distributed import Client
+        from distributed import Client, Event
 
         cid = cluster_id(dask_processes.address)
         idle = await wait_for(cid, gpus_running("gpu-box", 0))
@@ -70,11 +80,13 @@ class TestConfiguredCluster:
         assert (await api("clusters"))["clusters"][0]["status"] == "connected"
 
         async with Client(dask_processes.address, asynchronous=True) as client:
-            future = client.submit(time.sleep, 2, resources={"GPU": 1}, pure=False)
+            held = f"held-{cid}"
+            future = client.submit(holder(held), resources={"GPU": 1}, pure=False)
             busy = await wait_for(cid, gpus_running("gpu-box", 1))
             worker = next(w for w in busy["snapshot"]["workers"] if w["name"] == "gpu-box")
             assert [t["state"] for t in worker["tasks"]] == ["running"]
             assert worker["tasks"][0]["request"] == {"GPU": 1}
+            await Event(held, client=client).set()
             await future
             done = await wait_for(cid, gpus_running("gpu-box", 0))
         assert done["version"] > busy["version"] > idle["version"]
@@ -82,7 +94,7 @@ class TestConfiguredCluster:
     async def test_a_long_poll_waits_for_the_next_change_or_its_timeout(
         self, api, wait_for, dask_processes
     ):
-        from distributed import Client
+        from distributed import Client, Event
 
         cid = cluster_id(dask_processes.address)
         state = await wait_for(cid, gpus_running("gpu-box", 0))
@@ -100,9 +112,11 @@ class TestConfiguredCluster:
             api("clusters", cid, params={"since": state["version"], "timeout": MAX_WAIT})
         )
         async with Client(dask_processes.address, asynchronous=True) as client:
-            future = client.submit(time.sleep, 2, resources={"GPU": 1}, pure=False)
+            held = f"polled-{cid}"
+            future = client.submit(holder(held), resources={"GPU": 1}, pure=False)
             changed = await asyncio.wait_for(waiting, MAX_WAIT / 2)
             assert changed["version"] > state["version"]
+            await Event(held, client=client).set()
             await future
 
     async def test_many_tabs_share_one_subscription(self, api, wait_for, dask_processes, extension):
