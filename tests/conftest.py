@@ -16,6 +16,10 @@ from typing import Any, TypeVar
 import pytest
 from waiting import PATIENCE, eventually
 
+# taskcell's defaults join Dask's config before distributed.utils_test copies that config:
+# gen_cluster puts the copy back after each test, and the tests after it read the defaults.
+import taskcell.config  # noqa: F401
+
 T = TypeVar("T")
 
 
