@@ -286,6 +286,8 @@ class _Planner:
             if cell.task is not None:
                 self.task_reads.update(reads)
                 self.task_changes.update(cell.analysis.mutated)
+            for _, changed in cell.analysis.function_mutated:  # a task may call the function
+                self.task_changes.update(changed)
             self.last_read.update(dict.fromkeys(reads, cell.number))
             self.names |= reads | set(cell.analysis.outputs)
             used.update(cell.analysis.imports)
@@ -308,6 +310,7 @@ class _Planner:
         self.state: dict[str, _Binding] = {}
         self.types: dict[str, Type] = {}  # what the code makes certain of the names' types
         self.definitions: dict[str, tuple[str, ...]] = {}  # functions -> names they read
+        self.changes: dict[str, tuple[str, ...]] = {}  # functions -> names they change
         self.clusters: set[str] = set()  # names holding the notebook's Client or cluster
         self.environments: dict[str, Environment] = {}
         self.env_defs: dict[str, EnvironmentDef] = {}
@@ -388,6 +391,19 @@ class _Planner:
                 seen[name] = None
                 stack.extend(self.definitions.get(name, ()))
         return list(seen)
+
+    def _changed_through(self, reached: Iterable[str]) -> dict[str, str]:
+        """The notebook's data the notebook functions in ``reached`` change in place when
+        called, each with the function that does."""
+        found: dict[str, str] = {}
+        for function in reached:
+            for name in self.changes.get(function, ()):
+                binding = self.state.get(name)
+                if binding is None or binding.kind == "module" or name in self.definitions:
+                    continue
+                if name not in self.module_globals and name not in self.clusters:
+                    found.setdefault(name, function)
+        return found
 
     def _needed(self, start: Iterable[str]) -> list[str]:
         """:meth:`_reach` without the module's globals (hoisted imports, helpers)."""
@@ -576,6 +592,8 @@ class _Planner:
         self.definitions.update(
             dict.fromkeys([*analysis.functions, *analysis.classes], analysis.inputs)
         )
+        mutating = dict(analysis.function_mutated)
+        self.changes.update({name: mutating.get(name, ()) for name in analysis.functions})
         if self._typed(analysis.outputs):
             self.types.update(cell_types(tree, self._types_of(analysis.inputs), self.callables))
         for name in analysis.mutated:
@@ -627,6 +645,20 @@ class _Planner:
 
         # Resource expressions need values, and so do notebook functions' closures.
         through_functions = self._needed(p for p in params if p in self.definitions)
+        changed_through = self._changed_through(through_functions)
+        if changed_through and self.target == "flyte":
+            by_function: dict[str, list[str]] = {}
+            for name, function in changed_through.items():
+                by_function.setdefault(function, []).append(name)
+            self.problems += [
+                f"{cell.label}: calls {function}(), which changes {', '.join(names)} in place; "
+                f"a Flyte task gets its own copies, so the notebook's would not change. Pass "
+                f"{', '.join(names)} to {function}() as arguments"
+                for function, names in by_function.items()
+            ]
+            return
+        if self.target == "dask":  # one pickle carries the function and the name: one object
+            params += [name for name in changed_through if name not in params]
         needs = tuple(
             n
             for n in dict.fromkeys([*expression_names, *through_functions])
@@ -640,7 +672,7 @@ class _Planner:
 
         only = self.imports[cell.number].only
         types = {p: self.types.get(p, ANY) for p in params}
-        changed = dict.fromkeys([*analysis.mutated, *checks.iterated(tree)])
+        changed = dict.fromkeys([*analysis.mutated, *checks.iterated(tree), *changed_through])
         updates = tuple(
             n
             for n in changed

@@ -43,6 +43,11 @@ a name *may* be read before the cell binds it, it is an input. The rules, one li
   consumers drop what they know is code), a name passed to a call other than a builtin that
   changes nothing (``shuffle(items)``), and ``x += ...`` on a name it reads. Only names read
   from the notebook count: a cell's own new objects are its outputs.
+- ``function_mutated`` lists, for each function the cell defines at top level, the global
+  names it (or a function nested in it) surely changes in place when called, whoever binds
+  them: an item or attribute it stores or deletes, a container's in-place method
+  (``log.append(x)``), not a name it only passes to a call. What a task that calls it changes
+  without naming.
 - A file the cell opens by a path it names (``open("a.csv")``, ``pd.read_csv(path)``,
   ``np.load(...)``, ``Path("x").read_text()``) is listed in ``files``, with the path when it is
   a literal (or a name the cell bound to one), or the notebook name holding it.
@@ -127,6 +132,9 @@ class CellAnalysis:
         Names of classes defined at the cell's top level.
     mutated
         Notebook names whose objects the cell may change in place, in order (see above).
+    function_mutated
+        For each top-level function that may change global names in place when called, those
+        names, as ``(function, names)`` pairs in order of definition (see above).
     magics
         IPython magics and shell escapes the cell uses, as written: ``"%time"``,
         ``"%%capture"``, ``"!"`` (``!cmd``), ``"!!"`` (``x = !cmd``), in order of use.
@@ -147,6 +155,7 @@ class CellAnalysis:
     functions: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
     mutated: tuple[str, ...] = ()
+    function_mutated: tuple[tuple[str, tuple[str, ...]], ...] = ()
     magics: tuple[str, ...] = ()
     files: tuple[FileRead, ...] = ()
     has_last_expr: bool = False
@@ -283,12 +292,14 @@ class _CellVisitor(ast.NodeVisitor):
         self.functions: dict[str, None] = {}
         self.classes: dict[str, None] = {}
         self.mutated: dict[str, None] = {}
+        self.function_mutated: dict[str, dict[str, None]] = {}
+        self._function: str | None = None  # the top-level function whose body is visited
         self.magics: dict[str, None] = {}
         self.files: dict[FileRead, None] = {}
         #: Module-level names the cell last bound to a string literal (``path = "a.csv"``).
         self.literals: dict[str, str] = {}
         self.lazy_annotations = False  # `from __future__ import annotations`
-        self._deferred: list[tuple[_Scope, list[ast.AST]]] = []
+        self._deferred: list[tuple[_Scope, list[ast.AST], str | None]] = []
         self._loops: list[_Loop] = []
 
     # -- names ---------------------------------------------------------------------------------
@@ -361,11 +372,11 @@ class _CellVisitor(ast.NodeVisitor):
     def _flush(self) -> None:
         """Analyse the bodies of the functions the statement just finished has defined."""
         while self._deferred:
-            scope, body = self._deferred.pop(0)
-            outer, outer_loops = self.scope, self._loops
-            self.scope, self._loops = scope, []
+            scope, body, function = self._deferred.pop(0)
+            outer, outer_loops, outer_function = self.scope, self._loops, self._function
+            self.scope, self._loops, self._function = scope, [], function
             self._visit_all(body)
-            self.scope, self._loops = outer, outer_loops
+            self.scope, self._loops, self._function = outer, outer_loops, outer_function
 
     def _branches(self, *branches: Callable[[], None]) -> None:
         """Run each branch from the current state; afterwards only what all of them bound."""
@@ -418,7 +429,7 @@ class _CellVisitor(ast.NodeVisitor):
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.target, ast.Name):
             self._read(node.target.id)
-            self._mutate(node.target)
+            self._mutate(node.target, by_function=False)  # in a function, `global n; n += 1`
             self.visit(node.value)
             self._bind(node.target.id)
         else:
@@ -426,13 +437,20 @@ class _CellVisitor(ast.NodeVisitor):
             self.visit(node.target)
             self.visit(node.value)
 
-    def _mutate(self, node: ast.expr) -> None:
+    def _mutate(self, node: ast.expr, by_function: bool = True) -> None:
         """Note the notebook name at the base of ``node`` (``a`` of ``a.b[c]``) as changed in
-        place, if the cell reads it from the notebook here."""
+        place, if the cell reads it from the notebook here; in a function's body, as changed by
+        that function too, where ``by_function`` says the change is certain (a store, or a
+        container's in-place method: not a call that is only given the name)."""
         while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
             node = node.value
-        if isinstance(node, ast.Name) and self._reads_notebook(node.id):
+        if not isinstance(node, ast.Name):
+            return
+        if self._reads_notebook(node.id):
             self.mutated.setdefault(node.id)
+        function = self._function if by_function else None
+        if function is not None and self._is_global(node.id) and node.id not in _BUILTINS:
+            self.function_mutated.setdefault(function, {}).setdefault(node.id)
 
     def _reads_notebook(self, name: str) -> bool:
         return (
@@ -625,7 +643,10 @@ class _CellVisitor(ast.NodeVisitor):
     def _defer(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, body: list) -> None:
         scope = _function_locals(node)
         scope.parent = self.scope
-        self._deferred.append((scope, body))
+        function = self._function
+        if self.scope is self.module and not isinstance(node, ast.Lambda):
+            function = node.name
+        self._deferred.append((scope, body, function))
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._def_time(node)
@@ -694,11 +715,11 @@ class _CellVisitor(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
         if isinstance(node.func, ast.Attribute):
-            self._mutate(node.func.value)
+            self._mutate(node.func.value, by_function=node.func.attr in _IN_PLACE_METHODS)
         if not (isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS):
             for argument in [*node.args, *(k.value for k in node.keywords)]:
                 if isinstance(argument, (ast.Name, ast.Starred)):
-                    self._mutate(argument)
+                    self._mutate(argument, by_function=False)
         shell_call = _shell_call(node)
         if shell_call is not None:
             self._shell(*shell_call)
@@ -775,6 +796,28 @@ class _CellVisitor(ast.NodeVisitor):
             elif self._is_global(path.id) and path.id not in (self.module.state or ()):
                 self.files.setdefault(FileRead(function, name=path.id))
 
+
+#: Methods by which the built-in containers (and ``collections``') change in place.
+_IN_PLACE_METHODS = frozenset(
+    {
+        "append",
+        "appendleft",
+        "extend",
+        "extendleft",
+        "insert",
+        "update",
+        "setdefault",
+        "pop",
+        "popitem",
+        "popleft",
+        "remove",
+        "discard",
+        "add",
+        "clear",
+        "sort",
+        "reverse",
+    }
+)
 
 #: Builtins that never change what they are given.
 _PURE_BUILTINS = frozenset(
@@ -989,6 +1032,9 @@ def analyze_cell(source: str, transform: Callable[[str], str] | None = None) -> 
         functions=tuple(visitor.functions),
         classes=tuple(visitor.classes),
         mutated=tuple(visitor.mutated),
+        function_mutated=tuple(
+            (function, tuple(names)) for function, names in visitor.function_mutated.items()
+        ),
         magics=tuple(visitor.magics),
         files=tuple(visitor.files),
         has_last_expr=has_last_expr,

@@ -7,13 +7,14 @@ import runpy
 import dask.config
 import pytest
 
-from taskcell.export import export_notebook
+from taskcell.export import export_file, export_notebook
 from taskcell.export.codegen import _ruff, format_source
 from taskcell.runner.task_line import build_request, parse_task_line
 from taskcell.spec import BUILTIN_PRESETS, Environment, Resources
 from taskcell.tasks import Task, TaskEnvironment
 
-from .conftest import notebook
+from .conftest import notebook, run_module, write_notebook
+from .test_flow import NOTEBOOK_FUNCTION_CHANGES
 
 
 def load(source: str, tmp_path) -> dict:
@@ -138,3 +139,9 @@ def test_unformatted_output_compiles():
 def test_multiline_strings_keep_their_text(tmp_path):
     source = export_notebook(notebook('%%task\ntext = """a\n  b\nc"""'))
     assert 'text = """a\n  b\nc"""' in source
+
+
+def test_a_notebook_function_a_task_calls_changes_the_notebooks_values(tmp_path):
+    path = write_notebook(tmp_path / "helpers.ipynb", *NOTEBOOK_FUNCTION_CHANGES)
+    values = run_module(export_file(path, tmp_path / "helpers.py"), tmp_path)["values"]
+    assert (values["stats"], values["results"], values["total"]) == ({"calls": 1}, [1], 1)

@@ -176,6 +176,27 @@ def test_in_place_changes_come_back_and_immutable_values_do_not():
     assert step.returns == ("results", "model", "words")
 
 
+NOTEBOOK_FUNCTION_CHANGES = (
+    "stats = {'calls': 0}\nresults = []\ndef bump(x):\n    stats['calls'] += 1\n"
+    "    results.append(x)",
+    "%%task\nbump(1)\ntotal = len(results)",
+    "print(stats, results, total)",
+)
+
+
+def test_what_a_notebook_function_changes_travels_with_a_dask_task():
+    (step,) = plan(*NOTEBOOK_FUNCTION_CHANGES).tasks
+    assert set(step.params) == {"bump", "results", "stats"}
+    assert set(step.updates) == {"results", "stats"}
+
+
+def test_flyte_refuses_a_task_whose_function_changes_the_notebooks_values():
+    cells = read_notebook(notebook(*NOTEBOOK_FUNCTION_CHANGES), BUILTIN_PRESETS)
+    message = r"cell 2 .*calls bump\(\), which changes stats, results in place"
+    with pytest.raises(ExportError, match=message):
+        plan_workflow(cells, BUILTIN_PRESETS, target="flyte")
+
+
 def test_process_state_travels_where_the_notebook_uses_a_module_that_holds_some():
     wf = plan("import numpy as np", "%%task\nx = np.random.rand()", "%%task\ny = 2")
     assert wf.carries_state

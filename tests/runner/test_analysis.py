@@ -337,6 +337,25 @@ def test_names_the_cell_may_change_in_place(source: str, mutated: tuple[str, ...
     assert analyze_cell(source).mutated == mutated
 
 
+def test_what_a_function_changes_in_place_when_called() -> None:
+    source = (
+        "stats = {}\n"
+        "def bump(n):\n"
+        "    global count\n"
+        "    count += 1\n"  # rebinds count: not a change in place
+        "    stats['calls'] += n\n"
+        "    mine = []\n"
+        "    mine.append(n)\n"
+        "    n.seen = True\n"
+        "    def inner():\n"
+        "        log.append(1)\n"
+        "    return len(big)\n"
+        "def look():\n"
+        "    return stats['calls']\n"
+    )
+    assert analyze_cell(source).function_mutated == (("bump", ("stats", "log")),)
+
+
 FILE_CASES = [
     ("literal", "df = pd.read_csv('a.csv')", (F("pd.read_csv", path="a.csv"),)),
     ("keyword", "a = np.load(file=p)", (F("np.load", name="p"),)),
