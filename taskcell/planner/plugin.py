@@ -188,6 +188,7 @@ class OccupancyPlugin(SchedulerPlugin):
         self.queue_dirty = True
         self.published: dict[str, WorkerRecord] = {}
         self.published_queue: list[TaskRecord] = []
+        self.published_queued = 0
         self.totals: dict[str, UseRecord] = {}
         self.seq = 0
         #: Tells this plugin's sequence numbers from another's (a restarted scheduler's).
@@ -450,11 +451,15 @@ class OccupancyPlugin(SchedulerPlugin):
         if self.pools_changed:
             self.pools_changed = False
             pools = self.published_pools = [p for ps in self.pools.values() for p in ps]
-        if not changed and not removed and queue is None and recent is None and pools is None:
+        # The count of waiting tasks changes where the first QUEUE_LIMIT records do not.
+        queued = sum(len(q) for q in self.queue.values())
+        recount = queued != self.published_queued
+        news = changed or removed or recount
+        if not news and queue is None and recent is None and pools is None:
             return None
+        self.published_queued = queued
         self.seq += 1
         self.totals = sum_totals(self.published.values())
-        queued = sum(len(q) for q in self.queue.values())
         self.history.append(sample_record(time=now, queued=queued, totals=self.totals))
         update = update_message(
             epoch=self.epoch,

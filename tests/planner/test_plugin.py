@@ -88,6 +88,27 @@ async def test_updates_are_bounded_whatever_the_queue(c, s, a):
     await feed.close()
 
 
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_the_count_of_waiting_tasks_grows_past_the_tasks_listed(c, s, a):
+    feed = await OccupancyFeed(c).start()
+    full, more = QUEUE_LIMIT + 10, QUEUE_LIMIT + 20
+
+    def never(i):
+        return c.submit(hold, "never", i, resources={"GPU": 3}, pure=False)
+
+    def queued():
+        return feed.snapshot()["queued"]
+
+    waiting = [never(i) for i in range(full)]
+    await eventually_async(queued, f"{full} waiting", WAIT, holds=full.__eq__)
+    listed = feed.snapshot()["queue"]
+    waiting += [never(i) for i in range(full, more)]
+    await eventually_async(queued, f"{more} waiting", WAIT, holds=more.__eq__)
+    assert feed.snapshot()["queue"] == listed  # the oldest QUEUE_LIMIT, unchanged
+    await c.cancel(waiting)
+    await feed.close()
+
+
 def state(s):
     """The plugin's whole state now, decoded (straight from the scheduler, in-process)."""
     return codec.decode(s.plugins[plugin.PLUGIN_NAME].handle_snapshot())
