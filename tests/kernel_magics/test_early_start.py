@@ -11,7 +11,8 @@ import os
 
 import pytest
 from conftest import KernelSession
-from test_faults import embedded_clusters, wait_until
+from test_faults import embedded_clusters
+from waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ def loaded(env: dict[str, str], code: str = "") -> KernelSession:
 def test_the_first_cell_finds_the_cluster_started_on_load():
     kernel = loaded(CLEAN | ONE_WORKER)
     try:
-        wait_until(lambda: kernel.value(UP), "the embedded cluster to be up")
+        eventually(lambda: kernel.value(UP), "the embedded cluster to be up")
         [cluster] = embedded_clusters(kernel)
         out = kernel.run("%%task\nimport os\nwhere = os.environ['TASKCELL_WORKER_NAME']")
         assert out.status == "ok", out.error_text
@@ -46,7 +47,7 @@ def test_the_first_cell_finds_the_cluster_started_on_load():
 def test_the_start_can_be_left_to_the_first_cell():
     kernel = loaded(CLEAN | ONE_WORKER | {"DASK_TASKCELL__EMBEDDED_CLUSTER__START_EARLY": "False"})
     try:
-        wait_until(lambda: kernel.value(DECIDED), "the extension to decide")
+        eventually(lambda: kernel.value(DECIDED), "the extension to decide")
         assert embedded_clusters(kernel) == []
         assert kernel.run("%%task\nx = 1").status == "ok"
         assert len(embedded_clusters(kernel)) == 1
@@ -74,7 +75,7 @@ def test_no_cluster_starts_where_the_user_has_one(dask_processes, how, tmp_path)
     }.get(how, "")
     kernel = loaded(env, code)
     try:
-        wait_until(lambda: kernel.value(DECIDED), "the extension to decide")
+        eventually(lambda: kernel.value(DECIDED), "the extension to decide")
         out = kernel.run("%%task\nimport os\nwhere = os.environ['TASKCELL_WORKER_NAME']")
         assert out.status == "ok", out.error_text
         assert kernel.value("where") == "theirs"
@@ -89,7 +90,7 @@ def test_a_cluster_started_on_load_stops_when_the_user_picks_another(dask_proces
     dask_processes.wait_for_workers(1)
     kernel = loaded(CLEAN | ONE_WORKER)
     try:
-        wait_until(lambda: kernel.value(UP), "the embedded cluster to be up")
+        eventually(lambda: kernel.value(UP), "the embedded cluster to be up")
         [cluster] = embedded_clusters(kernel)
         address = dask_processes.address
         picked = kernel.run(
@@ -98,7 +99,7 @@ def test_a_cluster_started_on_load_stops_when_the_user_picks_another(dask_proces
             else f"import distributed\nclient = distributed.Client({address!r})"
         )
         assert picked.status == "ok", picked.error_text
-        wait_until(lambda: not cluster.is_running(), "the unused embedded cluster to stop")
+        eventually(lambda: not cluster.is_running(), "the unused embedded cluster to stop")
         out = kernel.run("%%task\nimport os\nwhere = os.environ['TASKCELL_WORKER_NAME']")
         assert out.status == "ok", out.error_text
         assert kernel.value("where") == "theirs"
