@@ -298,9 +298,8 @@ class _StdHandler(logging.StreamHandler):
 
 
 def _syspath_get() -> Any:
-    import os
-
-    return [p or os.getcwd() for p in sys.path]
+    cwd = _cwd()
+    return [p or cwd for p in sys.path if p or cwd]
 
 
 def _syspath_set(state: Any) -> None:
@@ -310,13 +309,21 @@ def _syspath_set(state: Any) -> None:
 
 #: In a cell's process: the notebook's directory, where this machine has none, and the
 #: directory the cell ran in instead (the notebook's, as far as the notebook is told).
-_cwd_elsewhere: tuple[str, str] | None = None
+_cwd_elsewhere: tuple[str | None, str] | None = None
+
+
+def _cwd() -> str | None:
+    """The working directory; None where it was removed under the process."""
+    import os
+
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return None
 
 
 def _cwd_get() -> Any:
-    import os
-
-    cwd = os.getcwd()
+    cwd = _cwd()
     if _cwd_elsewhere is not None and cwd == _cwd_elsewhere[1]:
         return _cwd_elsewhere[0]
     return cwd
@@ -324,15 +331,16 @@ def _cwd_get() -> Any:
 
 def _cwd_set(state: Any) -> None:
     """Run where the notebook runs, so its relative paths mean the same files; a worker on a
-    machine without that directory runs where it is, and the notebook keeps its own."""
+    machine without that directory (or a notebook whose directory was removed, None) runs where
+    it is, and the notebook keeps its own."""
     import os
 
     global _cwd_elsewhere
-    if os.path.isdir(state):
+    if state is not None and os.path.isdir(state):
         os.chdir(state)
         _cwd_elsewhere = None
     else:
-        _cwd_elsewhere = state, os.getcwd()
+        _cwd_elsewhere = state, _cwd() or ""
 
 
 def _warnings_get() -> Any:

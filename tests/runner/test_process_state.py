@@ -144,3 +144,17 @@ def test_a_worker_without_the_notebooks_directory_runs_where_it_is(monkeypatch, 
     process_state.apply(sent)
     assert Path.cwd() == tmp_path
     assert process_state.changed(sent) == []  # the notebook keeps its own
+
+
+def test_a_removed_working_directory_is_carried_as_none(monkeypatch, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    monkeypatch.setattr(process_state, "_cwd_elsewhere", None)
+    gone.rmdir()
+    sent = process_state.capture()  # a notebook whose directory was removed still runs cells
+    assert by_name(sent)["working directory"] is None
+    monkeypatch.chdir(tmp_path)  # the cell's process
+    process_state.apply(sent)
+    assert Path.cwd() == tmp_path
+    assert process_state.changed(sent) == []
