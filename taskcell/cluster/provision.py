@@ -466,6 +466,9 @@ class Provisioner:
             handle = make_worker(pool, self.address, w.name)
             with self._lock:
                 self._handles[w.name] = handle
+                # What it is, known now (its pid or job id, once started): the scheduler may
+                # list the worker, and a failure name it, before the start below returns.
+                self._replace(w.name, started=describe(pool, handle))
             await handle  # as SpecCluster starts a worker: ProcessInterface or Server
         except Exception as e:  # the backend's error, whatever it is, is the reason to show
             why = str(e).strip() or type(e).__name__
