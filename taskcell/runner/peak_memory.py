@@ -257,18 +257,25 @@ class _Child:
         if self.forked and self.samples == 1:
             return True
         if self.forked and now - self.shared_read >= SHARED_INTERVAL:
-            self.shared, self.shared_read = _shared_pages(self.pid), now
+            shared = _shared_pages(self.pid)
+            if shared is None:  # it is exiting: its memory is going, what was read stands
+                return True
+            self.shared, self.shared_read = shared, now
         self.peak = max(status["VmHWM"] - self.shared, 0)
         return True
 
 
-def _shared_pages(pid: int) -> int:
-    shared = 0
+def _shared_pages(pid: int) -> int | None:
+    """The pages ``pid`` shares with others (bytes); None where its memory cannot be read any
+    more (it is exiting), which must not read as nothing shared."""
+    shared = resident = 0
     with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as f:
         for line in f:
             if line.startswith(("Shared_Clean:", "Shared_Dirty:")):
                 shared += int(line.split()[1]) * 1024
-    return shared
+            elif line.startswith("Rss:"):
+                resident = int(line.split()[1]) * 1024
+    return shared if resident else None
 
 
 def _last_pid() -> bytes:
