@@ -45,8 +45,9 @@ class Followed:
     #: Dask's key prefix, its name where its key implies none.
     prefix: str
     request: dict[str, float]
-    #: Where its cell reported it started.
+    #: Where its cell reported it started, and when that report arrived.
     worker: str | None = None
+    since: float | None = None
     #: What its cell measured (``wall``, ``peak_memory``), once it finished.
     usage: dict | None = None
     #: The error its cell reported, once it failed.
@@ -148,8 +149,9 @@ class EndedTasks:
         entry = self.following.pop(key)
         usage = entry.usage or {}
         wall = usage.get("wall")
-        if wall is None and started is not None:
-            wall = max(time() - started, 0.0)
+        began = started if started is not None else entry.since
+        if wall is None and began is not None:  # a failed cell reports no usage
+            wall = max(time() - began, 0.0)
         self.recent.append(
             EndedEntry(
                 key=key,
@@ -173,7 +175,7 @@ class EndedTasks:
         entry = self.following.get(key)
         if entry is not None:
             if kind == "started":
-                entry.worker = msg.get("worker")
+                entry.worker, entry.since = msg.get("worker"), time()
             elif kind == "finished":
                 entry.usage = msg.get("usage")
             else:

@@ -286,6 +286,8 @@ async def test_finished_failed_and_cancelled_tasks_are_listed_latest_first(c, s,
     assert by_name["bad"]["state"] == "failed"
     assert by_name["bad"]["error"] == "ValueError: bad batch"
     assert by_name["stopped"]["state"] == "cancelled" and by_name["stopped"]["error"] is None
+    # Ended before the worker's batched word of their start: the timeline still places them.
+    assert by_name["bad"]["wall"] is not None and by_name["stopped"]["wall"] is not None
     assert by_name["never"]["state"] == "cancelled" and by_name["never"]["worker"] is None
     assert by_name["never"]["wall"] is None
     assert (await snapshot(c))["recent"] == recent  # a one-off snapshot holds them too
