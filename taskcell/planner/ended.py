@@ -130,10 +130,17 @@ class EndedTasks:
             )
 
     def transition(
-        self, key: Any, finish: str, ts: Any, worker: str | None, started: float | None
+        self,
+        key: Any,
+        finish: str,
+        ts: Any,
+        worker: str | None,
+        started: float | None,
+        assigned: float | None = None,
     ) -> None:
         """A followed task moved to ``finish``; record it if that is an end. ``worker`` and
-        ``started``: where and since when it ran, when it leaves ``processing``."""
+        ``started``: where and since when it ran, when it leaves ``processing``; ``assigned``:
+        since when it was there, for a task whose start was never reported."""
         state: EndState
         if finish == "memory":
             state, error = "finished", None
@@ -149,7 +156,7 @@ class EndedTasks:
         entry = self.following.pop(key)
         usage = entry.usage or {}
         wall = usage.get("wall")
-        began = started if started is not None else entry.since
+        began = next((t for t in (started, entry.since, assigned) if t is not None), None)
         if wall is None and began is not None:  # a failed cell reports no usage
             wall = max(time() - began, 0.0)
         self.recent.append(
@@ -215,7 +222,8 @@ class EndedTasks:
         for key, report in reports.items():
             entry = self.following.get(key)
             if entry is not None:
-                entry.worker, entry.usage, entry.error = report.worker, report.usage, report.error
+                entry.worker, entry.since = report.worker, report.since
+                entry.usage, entry.error = report.usage, report.error
             elif report.ended is not None:
                 ended.append(self._taken_over(key, report, report.ended, tasks.get(key)))
         for record in sorted(ended, key=lambda r: r.ended)[-RECENT_LIMIT:]:

@@ -278,10 +278,10 @@ class OccupancyPlugin(SchedulerPlugin):
     # -- what the scheduler tells us ---------------------------------------------------------
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        address, started = None, None
+        address, started, assigned = None, None, None
         if start == "processing":
             address = self.where.pop(key, None)
-            self.since.pop(key, None)
+            assigned = self.since.pop(key, None)
             self.requests.pop(key, None)
             if address is not None:
                 self.dirty.add(address)
@@ -292,7 +292,7 @@ class OccupancyPlugin(SchedulerPlugin):
             self.queue_dirty = True
         if key in self.ended.following:
             ts = self.scheduler.tasks.get(key) if self.scheduler else None
-            self.ended.transition(key, finish, ts, address, started)
+            self.ended.transition(key, finish, ts, address, started, assigned)
         elif finish in ("processing", "no-worker", "queued", "waiting") and self.scheduler:
             ts = self.scheduler.tasks.get(key)
             if ts is not None:

@@ -391,6 +391,30 @@ async def test_cells_that_ended_before_the_plugin_are_taken_over_from_their_repo
     assert recent["stopped"]["state"] == "cancelled"
 
 
+def failing_when_told(event: str) -> None:
+    """Report a start as a cell does, wait for ``event``, then fail as a cell does."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    key = worker.get_current_task()
+    worker.log_event("client-1", {"key": key, "kind": "started", "worker": worker.address})
+    Event(event).wait(LONG)
+    worker.log_event("client-1", {"key": key, "kind": "failed", "error": "ValueError: bad batch"})
+    raise ValueError("bad")
+
+
+@gen_cluster(client=True, nthreads=GPU_WORKER, timeout=LONG)
+async def test_a_cell_running_when_the_plugin_comes_keeps_its_time_when_it_fails(c, s, a):
+    bad = c.submit(failing_when_told, "fail", key=cell_key("bad"))
+    await eventually_async(lambda: s.get_events("client-1"), "its start logged", WAIT)
+    await install(c)
+    await Event("fail").set()
+    await c.gather([bad], errors="skip")
+    [ended] = await eventually_async(lambda: state(s)["recent"], "the cell listed as ended", WAIT)
+    assert (ended["name"], ended["state"], ended["worker"]) == ("bad", "failed", a.address)
+    assert ended["wall"] is not None and ended["wall"] >= 0  # the timeline places it
+
+
 # -- the pools kernels started --------------------------------------------------------------
 
 
