@@ -21,7 +21,16 @@ def load_ipython_extension(shell: Any) -> None:
     from taskcell.kernel_magics.magics import TaskMagics
 
     shell.register_magics(TaskMagics(shell))
+    shell.events.register("pre_run_cell", _before_cell)
     _EarlyStart(shell).watch()
+
+
+def _before_cell(info: Any = None) -> None:
+    """Before a cell that is not a task cell, end the event subscriptions no running cell
+    needs: its code may close the client (see :mod:`taskcell.runner.events`)."""
+    events = sys.modules.get("taskcell.runner.events")  # not imported: nothing to end
+    if events is not None and not (getattr(info, "raw_cell", "") or "").startswith("%%task"):
+        events.settle()
 
 
 def _prestarted() -> Any:

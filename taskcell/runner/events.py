@@ -4,41 +4,86 @@ Workers publish with ``log_event`` on one topic per kernel client, named after t
 id, and each event names its cell's key. The scheduler keeps at most
 ``distributed.admin.low-level-log-length`` events of a topic and drops a client's own topic
 when the client leaves, so nothing piles up per cell; a topic per cell would stay forever.
-The kernel listens only while it has cells running.
+
+The kernel subscribes when a task cell starts and stays subscribed while task cells follow
+one another: a client sends its messages to the scheduler in batches at most every 10 ms, so
+a subscription sent just before a cell's submission would hold that submission back for most
+of those 10 ms. Before any other code runs, and when the kernel exits, :func:`settle` ends the
+subscriptions no running cell needs, since that code may close the client, and a client that
+leaves while subscribed to its own topic is sent the scheduler's news of its departure over a
+closed connection (which the scheduler logs as critical).
 """
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from distributed import Client
 
+
+@dataclass
+class _Listening:
+    """A client's subscription to its topic and the cells whose events it routes."""
+
+    client: Client
+    #: The connection it was made on: a client that reconnected (to a scheduler started
+    #: again on the same address) has a new one, and must subscribe again.
+    connection: object
+    routes: dict[str, queue.Queue] = field(default_factory=dict)
+
+
+#: How often, at most, a Dask client sends the scheduler what it batched (seconds).
+BATCH_INTERVAL = 0.01
+
 _lock = threading.Lock()
-_inboxes: dict[str, dict[str, queue.Queue]] = {}  # client id -> cell key -> its events
+_listening: dict[str, _Listening] = {}  # client id -> its subscription
 
 
 def listen(client: Client, key: str) -> queue.Queue:
     """A queue that receives the events of the cell ``key`` until :func:`forget`."""
     inbox: queue.Queue = queue.Queue()
     with _lock:
-        routes = _inboxes.setdefault(client.id, {})
-        routes[key] = inbox
-        # Subscribing again is cheap, and survives a scheduler restarted on the same address.
-        client.subscribe_topic(client.id, lambda event: _route(routes, event[1]))
+        here = _listening.get(client.id)
+        if here is None or here.connection is not client.scheduler_comm:
+            routes = here.routes if here is not None else {}
+            here = _listening[client.id] = _Listening(client, client.scheduler_comm, routes)
+            client.subscribe_topic(client.id, lambda event: _route(routes, event[1]))
+        here.routes[key] = inbox
     return inbox
 
 
 def forget(client: Client, key: str) -> None:
-    """Stop routing the events of the cell ``key``; with no cell left, stop listening (a
-    subscriber to its own topic would be sent the scheduler's news of its own departure)."""
+    """Stop routing the events of the cell ``key``; the subscription stays for the next task
+    cell, until :func:`settle`."""
     with _lock:
-        routes = _inboxes.get(client.id, {})
-        routes.pop(key, None)
-        if not routes and client.status == "running":
-            client.unsubscribe_topic(client.id)
+        here = _listening.get(client.id)
+        if here is not None:
+            here.routes.pop(key, None)
+
+
+def settle() -> bool:
+    """End each subscription that no running cell needs (before code that is not a task cell
+    runs, see the module docstring); whether there was one."""
+    with _lock:
+        idle = [h for h in _listening.values() if not h.routes]
+        for here in idle:
+            del _listening[here.client.id]
+    for here in idle:
+        if here.client.status == "running":
+            here.client.unsubscribe_topic(here.client.id)
+    return bool(idle)
+
+
+@atexit.register
+def _settle_at_exit() -> None:
+    if settle():
+        time.sleep(BATCH_INTERVAL * 3)  # the client sends its last batch meanwhile
 
 
 def _route(routes: dict[str, queue.Queue], event: Any) -> None:

@@ -6,6 +6,7 @@ import signal
 
 import pytest
 from conftest import KernelSession, most_at_once
+from waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -75,6 +76,67 @@ def test_a_client_the_user_made_is_used(dask_processes):
         assert kernel.value("where") == "user-made"
     finally:
         kernel.stop()
+
+
+def test_closing_the_users_cluster_after_task_cells_logs_nothing():
+    """Task cells back to back share one subscription to their events; the next plain cell
+    ends it first, so closing the client there is quiet (the scheduler runs in the kernel, and
+    would log a critical error for a client that left while subscribed)."""
+    kernel = KernelSession()
+    try:
+        out = kernel.run(
+            "%load_ext taskcell\nimport distributed\n"
+            "cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, "
+            "dashboard_address=None)\nclient = distributed.Client(cluster)\n"
+            "import logging\nlogged = []\nhandler = logging.Handler(logging.ERROR)\n"
+            "handler.emit = lambda record: logged.append(record.getMessage())\n"
+            "logging.getLogger('distributed').addHandler(handler)"
+        )
+        assert out.status == "ok", out.error_text
+        for value in (1, 2):
+            out = kernel.run(f"%%task\ny = {value}")
+            assert out.status == "ok", out.error_text
+        closed = kernel.run("client.close()\ncluster.close()\nprint(y)")
+        assert closed.status == "ok", closed.error_text
+        assert closed.stdout == "2\n"
+        assert kernel.value("logged") == []
+    finally:
+        kernel.stop()
+
+
+def test_a_kernel_shut_down_after_a_task_cell_leaves_its_scheduler_quiet():
+    import logging
+
+    import distributed
+
+    logged: list[str] = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("distributed").addHandler(handler)
+    try:
+        with distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=False,
+            protocol="tcp",
+            dashboard_address=None,
+        ) as cluster:
+            kernel = KernelSession()
+            try:
+                out = kernel.run(f"%load_ext taskcell\n%task_cluster {cluster.scheduler_address}")
+                assert out.status == "ok", out.error_text
+                out = kernel.run("%%task\ny = 1")
+                assert out.status == "ok", out.error_text
+            finally:
+                kernel.client.stop_channels()
+                kernel.manager.shutdown_kernel()  # as JupyterLab does: asked, not killed
+            eventually(
+                lambda: not cluster.scheduler.clients.keys() - {"fire-and-forget"},
+                "the kernel's client to leave",
+            )
+    finally:
+        logging.getLogger("distributed").removeHandler(handler)
+    assert logged == []
 
 
 def _kill_worker_running_the_cell(kernel, workers, msg_id):
