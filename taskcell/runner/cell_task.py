@@ -141,6 +141,7 @@ def submit_cell(
     future = client.submit(
         run_cell, job, inputs.remote, key=key, resources=placement.resources or None, pure=False
     )
+    events.submitted()
     future.add_done_callback(lambda _: inbox.put({"kind": "ended"}))
     claim(client, placement, future, followed=True)
     return Submission(
@@ -418,6 +419,7 @@ def _result(client: Client, sub: Submission, out: Display) -> CellResult:
         raise
     sub.record.finish("finished", result.usage)
     out.status(f"ran on {result.worker} in {result.usage.wall:.2f} s")
+    events.keep(sub.future)
     return result
 
 

@@ -8,7 +8,9 @@ when the client leaves, so nothing piles up per cell; a topic per cell would sta
 The kernel subscribes when a task cell starts and stays subscribed while task cells follow
 one another: a client sends its messages to the scheduler in batches at most every 10 ms, so
 a subscription sent just before a cell's submission would hold that submission back for most
-of those 10 ms. Before any other code runs, and when the kernel exits, :func:`settle` ends the
+of those 10 ms. For the same reason a finished cell's future is kept (:func:`keep`) until the
+next cell has been submitted (:func:`submitted`): its release is a message too. Before any other
+code runs, and when the kernel exits, :func:`settle` lets the kept futures go and ends the
 subscriptions no running cell needs, since that code may close the client, and a client that
 leaves while subscribed to its own topic is sent the scheduler's news of its departure over a
 closed connection (which the scheduler logs as critical).
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from distributed import Client
+    from distributed import Client, Future
 
 
 @dataclass
@@ -43,6 +45,7 @@ BATCH_INTERVAL = 0.01
 
 _lock = threading.Lock()
 _listening: dict[str, _Listening] = {}  # client id -> its subscription
+_kept: list[Future] = []  # finished cells' futures, until the next submission
 
 
 def listen(client: Client, key: str) -> queue.Queue:
@@ -67,9 +70,22 @@ def forget(client: Client, key: str) -> None:
             here.routes.pop(key, None)
 
 
+def keep(future: Future) -> None:
+    """Hold a finished cell's ``future`` until the next cell has been submitted."""
+    with _lock:
+        _kept.append(future)
+
+
+def submitted() -> None:
+    """A cell was submitted: let the futures kept before it go."""
+    with _lock:
+        _kept.clear()
+
+
 def settle() -> bool:
-    """End each subscription that no running cell needs (before code that is not a task cell
-    runs, see the module docstring); whether there was one."""
+    """Let the kept futures go and end each subscription that no running cell needs (before
+    code that is not a task cell runs, see the module docstring); whether there was one."""
+    submitted()
     with _lock:
         idle = [h for h in _listening.values() if not h.routes]
         for here in idle:

@@ -11,6 +11,16 @@ from waiting import eventually
 pytestmark = pytest.mark.slow
 
 
+def connected_kernel(address: str) -> KernelSession:
+    kernel = KernelSession()
+    out = kernel.run(
+        "%load_ext taskcell\nimport distributed\n"
+        f"distributed.Client({address!r}).wait_for_workers(1)\n%task_cluster {address}"
+    )
+    assert out.status == "ok", out.error_text
+    return kernel
+
+
 def test_seed_scenario_as_task_cells(dask_processes):
     dask_processes.worker("--nthreads", "4", "--resources", "GPU=2", name="gpu-a")
     env = {"DASK_DISTRIBUTED__WORKER__RESOURCES__GPU": "2"}
@@ -137,6 +147,33 @@ def test_a_kernel_shut_down_after_a_task_cell_leaves_its_scheduler_quiet():
     finally:
         logging.getLogger("distributed").removeHandler(handler)
     assert logged == []
+
+
+def cell_keys(client) -> list[str]:
+    """The keys of task cells the scheduler holds."""
+    keys = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.tasks))
+    return [k for k in keys if isinstance(k, str) and k.startswith("cell-")]
+
+
+def test_back_to_back_task_cells_hold_one_result_until_other_code_runs(dask_processes):
+    import distributed
+
+    dask_processes.worker(name="w")
+    dask_processes.wait_for_workers(1)
+    kernel = connected_kernel(dask_processes.address)
+    try:
+        for value in range(4):
+            out = kernel.run(f"%%task\ny = {value}")
+            assert out.status == "ok", out.error_text
+        with distributed.Client(dask_processes.address) as client:
+            # The last cell's result waits to be released with the next submission...
+            eventually(lambda: len(cell_keys(client)) == 1, "one cell's result held")
+            assert kernel.run("z = y").status == "ok"
+            # ... or before other code runs.
+            eventually(lambda: cell_keys(client) == [], "no cell's result held")
+        assert kernel.value("z") == 3
+    finally:
+        kernel.stop()
 
 
 def _kill_worker_running_the_cell(kernel, workers, msg_id):
