@@ -8,8 +8,10 @@ when the client leaves, so nothing piles up per cell; a topic per cell would sta
 The kernel subscribes when a task cell starts and stays subscribed while task cells follow
 one another: a client sends its messages to the scheduler in batches at most every 10 ms, so
 a subscription sent just before a cell's submission would hold that submission back for most
-of those 10 ms. For the same reason a finished cell's future is kept (:func:`keep`) until the
-next cell has been submitted (:func:`submitted`): its release is a message too. Before any other
+of those 10 ms. For the same reason finished cells' futures are kept (:func:`keep`), and let go
+all at once, when a cell is submitted a second after the first of them (:func:`submitted`):
+each release is a message too, and one the scheduler reads before a submission has it tell the
+worker to drop a result just before it sends the cell (a batch every 5 ms there). Before any other
 code runs, and when the kernel exits, :func:`settle` lets the kept futures go and ends the
 subscriptions no running cell needs, since that code may close the client, and a client that
 leaves while subscribed to its own topic is sent the scheduler's news of its departure over a
@@ -42,10 +44,12 @@ class _Listening:
 
 #: How often, at most, a Dask client sends the scheduler what it batched (seconds).
 BATCH_INTERVAL = 0.01
+#: How long finished cells' futures are kept while task cells follow one another (seconds).
+KEEP_SECONDS = 1.0
 
 _lock = threading.Lock()
 _listening: dict[str, _Listening] = {}  # client id -> its subscription
-_kept: list[Future] = []  # finished cells' futures, until the next submission
+_kept: list[tuple[float, Future]] = []  # finished cells' futures, and since when (monotonic)
 
 
 def listen(client: Client, key: str) -> queue.Queue:
@@ -71,22 +75,24 @@ def forget(client: Client, key: str) -> None:
 
 
 def keep(future: Future) -> None:
-    """Hold a finished cell's ``future`` until the next cell has been submitted."""
+    """Hold a finished cell's ``future`` (see the module docstring)."""
     with _lock:
-        _kept.append(future)
+        _kept.append((time.monotonic(), future))
 
 
 def submitted() -> None:
-    """A cell was submitted: let the futures kept before it go."""
+    """A cell was submitted: let the futures kept over :data:`KEEP_SECONDS` go."""
+    held_since = time.monotonic() - KEEP_SECONDS
     with _lock:
-        _kept.clear()
+        if _kept and _kept[0][0] < held_since:
+            _kept.clear()
 
 
 def settle() -> bool:
     """Let the kept futures go and end each subscription that no running cell needs (before
     code that is not a task cell runs, see the module docstring); whether there was one."""
-    submitted()
     with _lock:
+        _kept.clear()
         idle = [h for h in _listening.values() if not h.routes]
         for here in idle:
             del _listening[here.client.id]
