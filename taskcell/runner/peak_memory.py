@@ -252,8 +252,12 @@ class _Child:
         if "VmHWM" not in status:
             return False
         self.samples += 1
-        if self.forked and _command_line(self.pid) != self.parent_command:
-            self.forked, self.shared = False, 0  # it ran a new program: all it holds is its own
+        if self.forked:
+            command = _command_line(self.pid)
+            if not command:  # it is exiting (its memory went after its status was read)
+                return True
+            if command != self.parent_command:
+                self.forked, self.shared = False, 0  # it ran a new program: all it holds is its own
         if self.forked and self.samples == 1:
             return True
         if self.forked and now - self.shared_read >= SHARED_INTERVAL:
