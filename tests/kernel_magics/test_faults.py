@@ -67,15 +67,18 @@ def test_interrupt_on_the_embedded_cluster_stops_only_the_cell(embedded_kernel):
 
 
 def embedded_clusters(kernel: KernelSession) -> list:
-    """The kernel's embedded cluster processes (psutil.Process), however many there are."""
+    """The kernel's embedded cluster processes (psutil.Process), however many there are; not
+    a process one of them is starting, which bears its command line until it runs its own."""
     import psutil
 
     kernel_process = psutil.Process(kernel.manager.provisioner.process.pid)
-    return [
+    found = [
         p
         for p in kernel_process.children(recursive=True)
         if "taskcell.cluster.embedded" in " ".join(p.cmdline())
     ]
+    pids = {p.pid for p in found}
+    return [p for p in found if p.ppid() not in pids]
 
 
 @pytest.fixture
