@@ -124,12 +124,9 @@ def test_a_kernel_shut_down_after_a_task_cell_leaves_its_scheduler_quiet():
     handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
     logging.getLogger("distributed").addHandler(handler)
     try:
+        # The scheduler in this process, its log in ``logged``; the worker in a process apart.
         with distributed.LocalCluster(
-            n_workers=1,
-            threads_per_worker=1,
-            processes=False,
-            protocol="tcp",
-            dashboard_address=None,
+            n_workers=1, threads_per_worker=1, dashboard_address=None
         ) as cluster:
             kernel = KernelSession()
             try:
