@@ -167,6 +167,29 @@ def test_a_chosen_cluster_that_goes_away_is_named_and_used_again_when_back(dask_
         kernel.stop()
 
 
+def test_task_cells_in_a_row_across_a_scheduler_restart_still_show_their_output(dask_processes):
+    """No plain cell between them: the kernel's subscription to its cells' events, kept while
+    task cells follow one another, is made again on the new scheduler."""
+    dask_processes.worker(name="first")
+    dask_processes.wait_for_workers(1)
+    kernel = KernelSession()
+    try:
+        out = kernel.run(f"%load_ext taskcell\n%task_cluster {dask_processes.address}")
+        assert out.status == "ok", out.error_text
+        assert kernel.run("%%task\nprint('before')").stdout == "before\n"
+        for proc in dask_processes.procs:
+            proc.kill()
+            proc.wait()
+        dask_processes.start_scheduler()
+        dask_processes.worker(name="second")
+        dask_processes.wait_for_workers(1)
+        out = kernel.run("%%task\nprint('after')")
+        assert out.status == "ok", out.error_text
+        assert out.stdout == "after\n"
+    finally:
+        kernel.stop()
+
+
 def test_a_killed_scheduler_is_named_not_called_a_cancellation(dask_processes):
     dask_processes.worker()
     kernel = connected_kernel(dask_processes.address, "kept = 'before'")
