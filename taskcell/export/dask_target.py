@@ -18,28 +18,24 @@ task call returns at once; ``--name`` names the function.
 
 from __future__ import annotations
 
-from collections.abc import Container
-
 from taskcell.export.codegen import CellsCode, docstring, indent, module_source
 from taskcell.export.flow import DriverStep, TaskStep, Workflow
 from taskcell.export.render import ImportBlock, driver_body, function, helpers
-from taskcell.spec import FIELDS, Resources
+from taskcell.spec import Resources
 
 __all__ = ["render_dask"]
 
 
-def _fields(resources: Resources, leave_out: Container[str] = ()) -> str:
+def _fields(resources: Resources) -> str:
     """``cpu=2, memory='4Gi'``: a request's keyword arguments, as its repr spells them."""
-    kept = Resources(**{f: getattr(resources, f) for f in FIELDS if f not in leave_out})
-    text = repr(kept)
-    return text[len("Resources(") : -1]
+    return repr(resources)[len("Resources(") : -1]
 
 
 def _request_code(step: TaskStep, imports: ImportBlock, relative: bool) -> str | None:
     """The ``resources=`` argument of a task's decorator; None when it asks for nothing."""
     request = step.request
     resources = request.own if relative else request.resources
-    fixed = _fields(resources, request.dynamic)
+    fixed = _fields(resources.without(*request.dynamic))
     if not request.dynamic:
         if resources.is_empty():
             return None

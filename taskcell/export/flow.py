@@ -50,7 +50,7 @@ from taskcell.export.hoisting import CellImports, Hoisting, special_imports, sta
 from taskcell.export.latch_types import ANY, FRAME_MAKERS, IMMUTABLE, Type, cell_types
 from taskcell.export.magics import Helpers
 from taskcell.export.notebook import Cell, EnvironmentDef, ExportError, Notebook, problems_error
-from taskcell.export.requests import TaskRequest, expression, is_dynamic, resolve_request
+from taskcell.export.requests import TaskRequest, dynamic_fields, expression, resolve_request
 from taskcell.spec import Environment, Resources
 
 __all__ = [
@@ -315,7 +315,7 @@ class _Planner:
         self.environments: dict[str, Environment] = {}
         self.env_defs: dict[str, EnvironmentDef] = {}
         self.env_version = 0  # how many environment definitions the walk has met
-        self.built: dict[str, tuple[Resources, Resources]] = {}  # requests, by fixed line
+        self.built: dict[str, TaskRequest] = {}  # requests, by line
         self.built_under = 0
         self.used_envs: dict[EnvironmentDef, None] = {}
         self.steps: list[Step] = []
@@ -786,10 +786,9 @@ def _expression_names(cell: Cell) -> tuple[str, ...]:
 def _fields_names(fields: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """The task's names the expressions read, in the order the text names them."""
     found: dict[str, None] = {}
-    for name, text in fields:
-        if is_dynamic(name, text):
-            names = expression(text).names
-            found.update(dict.fromkeys(w for w in _WORD.findall(text) if w in names))
+    for text in dynamic_fields(fields).values():
+        names = expression(text).names
+        found.update(dict.fromkeys(w for w in _WORD.findall(text) if w in names))
     return tuple(found)
 
 

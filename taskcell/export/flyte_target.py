@@ -232,10 +232,7 @@ def _environments(
     lines: list[str] = []
     for step in workflow.tasks:
         request = step.request
-        fixed = Resources(
-            **{f: getattr(request.resources, f) for f in _FIELDS if f not in request.dynamic},
-            extra=request.resources.extra,
-        )
+        fixed = request.resources.without(*request.dynamic)
         text = ", ".join(
             f"{k}={v}" for k, v in flyte_resources(fixed, flyte, step.cell.label, notes).items()
         )
@@ -259,9 +256,6 @@ def _environments(
         + (f", depends_on=[{depends}])" if depends else ")")
     )
     return lines, env_of
-
-
-_FIELDS = ("cpu", "memory", "gpu", "disk", "shm")
 
 
 class _Writer:
@@ -377,13 +371,7 @@ class _Writer:
             args.append(f"{self.helper('process_state')}()")
         if not step.request.dynamic:
             return f"{step.function}.aio({', '.join(args)})"
-        fixed = Resources(
-            **{
-                f: getattr(step.request.resources, f)
-                for f in _FIELDS
-                if f not in step.request.dynamic
-            }
-        )
+        fixed = step.request.resources.without(*step.request.dynamic, "extra")
         fields = flyte_resources(fixed, self.flyte, step.cell.label, [])
         for name, expression in step.request.dynamic.items():
             value = expression.strip()

@@ -166,7 +166,7 @@ def latch_decorator(
         return name + (f"({', '.join(options)})" if options else ""), [name], []
     if resources.is_empty() and not request.dynamic:
         return "small_task" + (f"({', '.join(options)})" if options else ""), ["small_task"], []
-    fixed = Resources(**{f: getattr(resources, f) for f in ("cpu", "memory", "disk")})
+    fixed = resources.without("gpu", "shm", "extra")
     try:
         check_limits(fixed, LATCH)
     except SpecError as e:

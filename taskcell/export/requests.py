@@ -2,28 +2,25 @@
 
 The line is read with the magic's own grammar and layering (environment, then preset, then the
 line's fields, :func:`~taskcell.runner.task_line.build_request`). A field whose text is not a
-valid value but is a Python expression (``--cpu "min(8, len(files))"``) is *dynamic*: the magic
-evaluates it against the notebook's names when the cell runs, and the exported task evaluates it
-against the task's arguments when it is called. Everything else is resolved now.
+valid value but is a Python expression (``--cpu "min(8, len(files))"``) is *dynamic*
+(:func:`~taskcell.runner.task_line.read_fields`): the magic evaluates it against the notebook's
+names when the cell runs, and the exported task evaluates it against the task's arguments when
+it is called. Everything else is resolved now.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from taskcell.errors import SpecError
 from taskcell.export.notebook import Cell, ExportError
-from taskcell.runner import task_line
-from taskcell.runner.task_line import TaskLine, build_request
+from taskcell.runner.task_line import TaskLine, base_request, read_fields
 from taskcell.spec import BUILTIN_PRESETS, Environment, Expression, Resources
 
-__all__ = ["TaskRequest", "expression", "is_dynamic", "resolve_request"]
+__all__ = ["TaskRequest", "dynamic_fields", "expression", "resolve_request"]
 
-#: Whether ``--name text`` is computed when the cell runs (the magic's rule); a notebook
-#: repeats a few fields many times.
-is_dynamic = functools.lru_cache(maxsize=4096)(task_line.is_dynamic)
 #: A dynamic value's expression, read once (refused with a SpecError when it is no expression).
 expression = functools.lru_cache(maxsize=4096)(Expression)
 
@@ -67,12 +64,12 @@ def resolve_request(
     cell: Cell,
     presets: Mapping[str, Resources],
     environments: Mapping[str, Environment],
-    built: dict[str, tuple[Resources, Resources]] | None = None,
+    built: dict[str, TaskRequest] | None = None,
 ) -> TaskRequest:
     """The request of a task cell, with the environments defined before it.
 
-    ``built`` keeps the requests built so far under these environments, by their fixed line:
-    cells that ask for the same share one, and a notebook's length costs no more than that.
+    ``built`` keeps the requests built so far under these environments, by their line: cells
+    that ask for the same share one, and a notebook's length costs no more than that.
 
     Raises
     ------
@@ -82,33 +79,37 @@ def resolve_request(
     """
     line = cell.task
     assert line is not None
-    dynamic = {name: text for name, text in line.fields.items() if is_dynamic(name, text)}
-    fixed = {name: text for name, text in line.fields.items() if name not in dynamic}
-    whole_line = TaskLine(preset=line.preset, fields=fixed, extra=line.extra, env=line.env)
-    key = repr(whole_line)
+    key = repr(line)
+    if built is not None and key in built:
+        return built[key]
     try:
-        for text in dynamic.values():
+        own = read_fields(line)
+        for text in own.dynamic.values():
             expression(text)
-        if built is None or key not in built:
-            whole = build_request(whole_line, lambda: presets, environments, {})
-            own_line = TaskLine(preset=line.preset, fields=fixed, extra=line.extra)
-            own = build_request(own_line, lambda: presets, {}, {})
-            if built is not None:
-                built[key] = (whole, own)
-        else:
-            whole, own = built[key]
+        whole = base_request(line, lambda: presets, environments, {}).override(own.fixed)
+        preset = base_request(replace(line, env=None), lambda: presets, {}, {})
     except SpecError as e:
         raise ExportError(f"{cell.label}: {e}") from e
     builtin = line.preset is not None and presets.get(line.preset) == BUILTIN_PRESETS.get(
         line.preset
     )
-    return TaskRequest(
+    request = TaskRequest(
         resources=whole,
-        own=own,
+        own=preset.override(own.fixed),
         preset=line.preset,
         builtin_preset=builtin,
         env=line.env,
-        dynamic=dynamic,
+        dynamic=own.dynamic,
         retries=line.retries,
         pure_preset=line.preset is not None and not (line.fields or line.extra or line.env),
     )
+    if built is not None:
+        built[key] = request
+    return request
+
+
+@functools.lru_cache(maxsize=1024)
+def dynamic_fields(fields: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+    """The dynamic ones among a line's fields (field -> expression text), as
+    :func:`resolve_request` finds them; a notebook repeats a few lines many times."""
+    return read_fields(TaskLine(fields=dict(fields))).dynamic

@@ -22,6 +22,8 @@ from typing import Any, NoReturn
 from taskcell.errors import SpecError
 from taskcell.spec import (
     MAX_RETRIES,
+    RANGED_FIELDS,
+    REQUEST_FIELDS,
     Environment,
     Expression,
     Resources,
@@ -30,9 +32,6 @@ from taskcell.spec import (
     parse_retries,
 )
 from taskcell.spec.resources import parse_resource_pairs
-
-#: The request fields a ``%%task`` line can set, in the order they are shown.
-FIELDS = ("cpu", "memory", "gpu", "disk", "shm")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -157,7 +156,7 @@ def parse_task_line(line: str) -> TaskLine:
         raise SpecError(f"%%task: two presets given, {ns.preset!r} and {ns.preset_option!r}")
     return TaskLine(
         preset=ns.preset or ns.preset_option,
-        fields={f: getattr(ns, f) for f in FIELDS if getattr(ns, f) is not None},
+        fields={f: getattr(ns, f) for f in REQUEST_FIELDS if getattr(ns, f) is not None},
         extra=parse_extra(ns.resources) if ns.resources else {},
         env=ns.env,
         name=ns.name,
@@ -188,6 +187,31 @@ def parse_extra(text: str) -> dict[str, int | float]:
         raise SpecError(f"--resources: {error}") from None
 
 
+@dataclass(frozen=True)
+class LineFields:
+    """A line's own fields, each read once: the valid values, and the expressions (field ->
+    text) that are evaluated when the cell runs."""
+
+    fixed: Resources
+    dynamic: Mapping[str, str]
+
+
+def read_fields(line: TaskLine) -> LineFields:
+    """Read the line's own fields and ``--resources``: a field's text that is not a valid value
+    but is a Python expression (``--cpu "min(8, len(files))"``) is dynamic; anything else that
+    is not a valid value is a :class:`SpecError` naming it."""
+    fixed: dict[str, Any] = {}
+    dynamic: dict[str, str] = {}
+    for name, text in line.fields.items():
+        try:
+            fixed[name] = _read(name, text)
+        except SpecError:
+            if not is_expression(text):
+                raise
+            dynamic[name] = text
+    return LineFields(Resources(**fixed, extra=dict(line.extra) or None), dynamic)
+
+
 def build_request(
     line: TaskLine,
     presets: Callable[[], Mapping[str, Resources]],
@@ -196,10 +220,23 @@ def build_request(
 ) -> Resources:
     """The request a line stands for: environment, then preset, then the line's own fields.
 
-    Each layer replaces the one before it field by field. A field that is not a valid value
-    but is a Python expression is evaluated in ``namespace`` now, so it can depend on inputs.
+    Each layer replaces the one before it field by field. A dynamic field (see
+    :func:`read_fields`) is evaluated in ``namespace`` now, so it can depend on inputs.
     ``presets`` is called only when the line names a preset (reading them costs a file read).
     """
+    base = base_request(line, presets, environments, namespace)
+    own = read_fields(line)
+    evaluated = {name: _evaluated(name, text, namespace) for name, text in own.dynamic.items()}
+    return base.override(own.fixed.override(Resources(**evaluated)))
+
+
+def base_request(
+    line: TaskLine,
+    presets: Callable[[], Mapping[str, Resources]],
+    environments: Mapping[str, Environment],
+    namespace: Mapping[str, Any],
+) -> Resources:
+    """What a line's environment and then its preset ask for, before its own fields."""
     request = Resources()
     if line.env is not None:
         if line.env not in environments:
@@ -208,8 +245,7 @@ def build_request(
         request = _environment(environments[line.env], namespace)
     if line.preset is not None:
         request = request.override(get_preset(line.preset, presets()))
-    own = {f: _value(f, text, namespace) for f, text in line.fields.items()}
-    return request.override(Resources(**own, extra=dict(line.extra) or None))
+    return request
 
 
 def _environment(environment: Environment, namespace: Mapping[str, Any]) -> Resources:
@@ -221,19 +257,14 @@ def _environment(environment: Environment, namespace: Mapping[str, Any]) -> Reso
     return resources or Resources()
 
 
-def _value(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
-    """``text`` as a value of field ``name``, or the value of ``text`` as an expression."""
-    candidate = _candidate(name, text)
-    try:
-        Resources(**{name: candidate})
-        return candidate
-    except SpecError as invalid:
-        if not is_expression(text):
-            raise
-        return _evaluated(name, text, namespace, invalid)
+def _read(name: str, text: str) -> Any:
+    """``text`` read as a value of field ``name``; ``"1,4"`` is a (request, limit) pair for
+    the ranged fields."""
+    parts = [p.strip() for p in text.split(",")] if name in RANGED_FIELDS else []
+    return getattr(Resources(**{name: tuple(parts) if len(parts) == 2 else text}), name)
 
 
-def _evaluated(name: str, text: str, namespace: Mapping[str, Any], invalid: SpecError) -> Any:
+def _evaluated(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
     """The value of expression ``text`` for field ``name``, by the evaluator the Python API and
     exported workflows use (:class:`~taskcell.spec.Expression` in a ``ResourceTemplate``)."""
     template = ResourceTemplate(**{name: Expression(text)})
@@ -244,24 +275,17 @@ def _evaluated(name: str, text: str, namespace: Mapping[str, Any], invalid: Spec
     except Exception as e:
         raise SpecError(
             f"--{name} {text!r} is neither a valid value nor an expression that can be "
-            f"evaluated here ({type(e).__name__}: {e}). {invalid}"
+            f"evaluated here ({type(e).__name__}: {e}). {_why_invalid(name, text)}"
         ) from None
 
 
-def _candidate(name: str, text: str) -> Any:
-    """``"1,4"`` is a (request, limit) pair for cpu, memory and disk; anything else is as typed."""
-    parts = [p.strip() for p in text.split(",")] if name in ("cpu", "memory", "disk") else []
-    return tuple(parts) if len(parts) == 2 else text
-
-
-def is_dynamic(name: str, text: str) -> bool:
-    """Whether ``--name text`` is evaluated when the cell runs: not a valid value, but an
-    expression (the rule the magic and the exporter share)."""
+def _why_invalid(name: str, text: str) -> str:
+    """Why ``text`` is not a valid value of ``name`` (the spec's message)."""
     try:
-        Resources(**{name: _candidate(name, text)})
-    except SpecError:
-        return is_expression(text)
-    return False
+        _read(name, text)
+    except SpecError as invalid:
+        return str(invalid)
+    return ""
 
 
 def is_expression(text: str) -> bool:

@@ -38,7 +38,7 @@ from taskcell.spec.presets import (
 )
 from taskcell.spec.quantity import format_quantity, parse_quantity
 from taskcell.spec.ranges import Range
-from taskcell.spec.resources import FIELDS, Resources
+from taskcell.spec.resources import FIELDS, RANGED_FIELDS, REQUEST_FIELDS, Resources
 from taskcell.spec.retries import MAX_RETRIES, parse_retries
 
 __all__ = [
@@ -55,6 +55,8 @@ __all__ = [
     "MAX_RETRIES",
     "MIG_PROFILES",
     "PROFILES",
+    "RANGED_FIELDS",
+    "REQUEST_FIELDS",
     "TPU",
     "TPU_TOPOLOGIES",
     "Accelerator",

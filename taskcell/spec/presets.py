@@ -28,7 +28,7 @@ import yaml
 from taskcell.errors import SpecError
 from taskcell.spec._util import did_you_mean, shown
 from taskcell.spec.devices import GPU, Device
-from taskcell.spec.resources import Resources
+from taskcell.spec.resources import REQUEST_FIELDS, Resources
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -242,7 +242,7 @@ def presets_frame(catalogue: Mapping[str, Resources] | None = None) -> pandas.Da
         text = resources.to_dict()
         builtin = BUILTIN_PRESETS.get(name) == resources
         row: dict[str, Any] = {"preset": name}
-        for field in ("cpu", "memory", "gpu", "disk", "shm"):
+        for field in REQUEST_FIELDS:
             value = text.get(field, "")
             row[field] = ",".join(value) if isinstance(value, list) else value
         row["source"] = "latch" if builtin else "user"

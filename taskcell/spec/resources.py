@@ -57,12 +57,18 @@ cannot import); ``gpu`` only when it holds a :class:`~taskcell.spec.devices.GPU`
 _FIELD_OF = {name.casefold(): field for field, name in DASK_NAMES.items()}
 
 
+REQUEST_FIELDS: tuple[str, ...] = tuple(DASK_NAMES)
+"""The fields that each ask for one kind of resource (all but ``extra``): each is an option of
+its own on a ``%%task`` line (``--cpu``), in Flyte's ``Resources`` and among Dask's names."""
+
 # Fields that take a (request, limit) range: how to read and how to write one side.
 _RANGED: dict[str, tuple[Callable[[Any, str], Any], Callable[[Any], str]]] = {
     "cpu": (parse_cpu, format_cpu),
     "memory": (parse_request_bytes, format_quantity),
     "disk": (parse_request_bytes, format_quantity),
 }
+RANGED_FIELDS: tuple[str, ...] = tuple(_RANGED)
+"""The fields that take a ``(request, limit)`` range, written ``REQUEST,LIMIT`` on a line."""
 
 
 def _range(value: Any, field: str) -> Range | None:
@@ -384,6 +390,11 @@ class Resources:
             for field in FIELDS
         }
         return Resources(**merged)
+
+    def without(self, *fields: str) -> Resources:
+        """Return this request with ``fields`` unset: what is left once some fields are
+        computed elsewhere (an exported task's dynamic fields) or have no equivalent."""
+        return Resources(**{f: getattr(self, f) for f in FIELDS if f not in fields})
 
     def is_empty(self) -> bool:
         """Return True when no field is set."""
