@@ -261,7 +261,8 @@ def _read(name: str, text: str) -> Any:
     """``text`` read as a value of field ``name``; ``"1,4"`` is a (request, limit) pair for
     the ranged fields."""
     parts = [p.strip() for p in text.split(",")] if name in RANGED_FIELDS else []
-    return getattr(Resources(**{name: tuple(parts) if len(parts) == 2 else text}), name)
+    value: Any = tuple(parts) if len(parts) == 2 else text
+    return getattr(Resources(**{name: value}), name)
 
 
 def _evaluated(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
