@@ -36,7 +36,7 @@ from taskcell.planner.rightsize import (
 from taskcell.planner.sizing import input_size
 from taskcell.planner.suggestion import round_up, suggest, verdicts
 from taskcell.planner.workloads import get_profile
-from taskcell.runner.history import kernel_history
+from taskcell.runner.history import TaskRecord, kernel_history
 from taskcell.spec import Resources
 from taskcell.spec.amounts import show_bytes
 
@@ -58,15 +58,11 @@ def note_input(source: str, size: int, when: float | None = None) -> None:
     del entries[:-_REMEMBERED]
 
 
-def run_input(record: Any) -> int | None:
-    """The input bytes a past run read: its record's ``input_size`` where it has one, else
-    the size noted last for its source before it was submitted; None when unknown."""
-    size = getattr(record, "input_size", None)
-    if size is not None:
-        return int(size)
-    submitted = getattr(record, "submitted", None)
-    for when, noted in reversed(_noted.get(getattr(record, "source", "") or "", [])):
-        if submitted is None or when <= submitted:
+def run_input(record: TaskRecord) -> int | None:
+    """The input bytes a past run read: the size noted last for its source before it was
+    submitted; None when unknown."""
+    for when, noted in reversed(_noted.get(record.source, [])):
+        if when <= record.submitted:
             return noted
     return None
 
@@ -87,8 +83,17 @@ class AutoChoice:
     memory: int = 0
 
 
-def _same_cell(r: Any, name: str | None, source: str | None) -> bool:
-    if source is not None and getattr(r, "source", None) == source:
+@dataclass(frozen=True)
+class _Run:
+    """A past finished run of the cell, with the peak memory and the cores it measured."""
+
+    record: TaskRecord
+    peak: int
+    cores: float
+
+
+def _same_cell(r: TaskRecord, name: str | None, source: str | None) -> bool:
+    if source is not None and r.source == source:
         return True
     return name is not None and r.cell == name
 
@@ -134,7 +139,7 @@ def _line(points: Sequence[tuple[int, int]]) -> tuple[float, int]:
 
 
 def auto_preset(
-    history: Sequence[Any] | None = None,
+    history: Sequence[TaskRecord] | None = None,
     *,
     name: str | None = None,
     source: str | None = None,
@@ -176,11 +181,11 @@ def auto_preset(
     catalogue = _presets(presets)
     history = kernel_history() if history is None else history
     runs = [
-        r
+        _Run(r, r.usage.peak_memory, r.usage.cores)
         for r in reversed(history)
-        if getattr(r, "usage", None) is not None
-        and getattr(r.usage, "peak_memory", None) is not None
-        and getattr(r, "state", "finished") == "finished"
+        if r.usage is not None
+        and r.usage.peak_memory is not None
+        and r.state == "finished"
         and _same_cell(r, name, source)
     ][:RECENT_RUNS]
     if estimate is not None:
@@ -199,15 +204,14 @@ def auto_preset(
 
 
 def _from_history(
-    runs: list[Any],
+    runs: list[_Run],
     size: int | None,
     estimate: Estimate | None,
     profile: str,
     catalogue: dict[str, Resources],
 ) -> AutoChoice:
-    peaks = [r.usage.peak_memory for r in runs]
-    cores = max(r.usage.cores for r in runs)
-    sized = [(s, r.usage.peak_memory) for r in runs if (s := run_input(r)) is not None]
+    cores = max(r.cores for r in runs)
+    sized = [(s, r.peak) for r in runs if (s := run_input(r.record)) is not None]
     n = len(runs)
     runs_text = f"{n} past run{'s' if n != 1 else ''} of this cell"
     if size is not None and any(s > 0 for s, _ in sized):
@@ -220,10 +224,10 @@ def _from_history(
         need, how = scaled_peak(sized, size, base, per_byte)
         how = f"{runs_text}: {how}; {show_bytes(size)} of input now comes to {show_bytes(need)}"
     else:
-        need = max(peaks)
+        need = max(r.peak for r in runs)
         how = f"{runs_text} peaked at {show_bytes(need)}"
     preset, request = fitting_preset(
-        memory_needed(need), cores_needed(cores), runs[0].request, catalogue
+        memory_needed(need), cores_needed(cores), runs[0].record.request, catalogue
     )
     reason = (
         f"{how} and kept {cores:.2f} cores busy; {preset or request.to_options()} holds that "

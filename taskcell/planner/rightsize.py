@@ -8,8 +8,7 @@ the panel. A hint names the smallest preset that holds the measured peak with
 one asked is no sign that more would help. Memory is suggested as people ask for it (256Mi,
 512Mi, then whole GiB; see :func:`~taskcell.planner.suggestion.round_up`).
 
-Records are read by their attributes (``key``, ``cell``, ``request``, ``state``, ``usage`` and,
-when present, ``source``), as :class:`~taskcell.runner.history.TaskRecord` has them.
+Each run is one of the kernel's :class:`~taskcell.runner.history.TaskRecord` records.
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ from typing import Any, Literal
 
 from taskcell.planner.schema import HintInfo
 from taskcell.planner.suggestion import cost, covers, round_up
-from taskcell.runner.history import kernel_history
+from taskcell.runner.history import TaskRecord, kernel_history
+from taskcell.runner.job import Usage
 from taskcell.spec import GPU, Resources, format_quantity
 from taskcell.spec.amounts import show_bytes
 
@@ -164,7 +164,7 @@ def _pct(share: float) -> str:
 
 
 def review(
-    records: Iterable[Any] | None = None,
+    records: Iterable[TaskRecord] | None = None,
     presets: Mapping[str, Resources] | None = None,
     *,
     low: float = LOW,
@@ -190,8 +190,8 @@ def review(
     catalogue = _presets(presets)
     hints = []
     for r in list(kernel_history()) if records is None else records:
-        usage = getattr(r, "usage", None)
-        if usage is None or getattr(r, "state", "finished") != "finished":
+        usage = r.usage
+        if usage is None or r.state != "finished":
             continue
         hints += _memory_hints(r, usage, catalogue, low, high)
         hints += _cpu_hints(r, usage, catalogue, low, high)
@@ -199,7 +199,7 @@ def review(
 
 
 def latest_hints(
-    records: Iterable[Any] | None = None,
+    records: Iterable[TaskRecord] | None = None,
     presets: Mapping[str, Resources] | None = None,
     *,
     limit: int = HINTS_SHOWN,
@@ -230,9 +230,7 @@ def latest_hints(
     for r in reversed(runs):
         if len(hints) >= limit:
             break
-        if r.cell in seen or getattr(r, "usage", None) is None:
-            continue
-        if getattr(r, "state", "finished") != "finished":
+        if r.cell in seen or r.usage is None or r.state != "finished":
             continue
         seen.add(r.cell)
         found = review([r], catalogue)
@@ -243,7 +241,7 @@ def latest_hints(
 
 
 def _findings(
-    r: Any, usage: Any, low: float, high: float
+    r: TaskRecord, usage: Usage, low: float, high: float
 ) -> tuple[Literal["over", "near"] | None, Literal["over", "bound"] | None]:
     """What a run misjudged: its memory (far too much, or near its limit) and its cores (far
     too many, or all kept busy by work that uses more than one)."""
@@ -265,7 +263,7 @@ def _findings(
 
 
 def _right_size(
-    r: Any, usage: Any, catalogue: dict, low: float, high: float
+    r: TaskRecord, usage: Usage, catalogue: dict, low: float, high: float
 ) -> tuple[str | None, Resources]:
     """What would have fit one run: what it misjudged set from what it used, the rest as asked.
 
@@ -275,25 +273,32 @@ def _right_size(
     it ran near its limit, nor more cores unless it was CPU-bound or needs a larger memory
     rung; else the run's request so changed.
     """
-    asked, peak = r.request, usage.peak_memory
+    asked = r.request
+    # None where the platform could not tell the cell's peak apart: then no memory finding.
+    needed = None if usage.peak_memory is None else memory_needed(usage.peak_memory)
     memory_finding, cpu_finding = _findings(r, usage, low, high)
     fields: dict[str, Any] = {}
     memory = asked.memory.request if asked.memory else 0
-    if memory_finding:
-        memory = memory_needed(peak)
+    if memory_finding and needed is not None:
+        memory = needed
         fields["memory"] = round_up(memory)
     cpu = float(asked.cpu.request) if asked.cpu else 0.0
     if cpu_finding == "over":
         cpu = min(cores_needed(usage.cores), cpu)
         fields["cpu"] = cpu
-    elif cpu_finding == "bound":
+    elif cpu_finding == "bound" and asked.cpu is not None:
         cpu = math.floor(float(asked.cpu.limit)) + 1
         fields["cpu"] = cpu
     bound_memory = asked.memory if memory_finding != "near" else None
-    if bound_memory is None and cpu_finding == "bound" and memory_finding is None:
-        bound_memory = Resources(memory=round_up(memory_needed(peak))).memory
+    if (
+        bound_memory is None
+        and cpu_finding == "bound"
+        and memory_finding is None
+        and needed is not None
+    ):
+        bound_memory = Resources(memory=round_up(needed)).memory
     bound_cpu = asked.cpu if cpu_finding != "bound" and memory_finding != "near" else None
-    if cpu_finding == "over":  # fewer cores than it asked, or it is no help
+    if cpu_finding == "over" and asked.cpu is not None:  # fewer cores than asked, or no help
         bound_cpu = Resources(cpu=max(math.ceil(float(asked.cpu.request)) - 1, cpu)).cpu
     preset, request = fitting_preset(
         memory,
@@ -306,6 +311,8 @@ def _right_size(
     shrinking = memory_finding != "near" and cpu_finding != "bound"
     if preset is not None and shrinking and not _smaller(request, asked):
         preset = None  # no preset asks for less than it did: the custom request does
+    if preset is not None and asked.memory is None and needed is None:
+        preset = None  # neither asked nor measured: any preset's memory would be a guess
     if preset is None:
         request = asked.override(Resources(**fields))
     return preset, request
@@ -328,12 +335,13 @@ def _held_by(preset: str | None, request: Resources) -> str:
     return f"{preset}{memory}"
 
 
-def _memory_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) -> list[Hint]:
-    asked = r.request.memory
+def _memory_hints(
+    r: TaskRecord, usage: Usage, catalogue: dict, low: float, high: float
+) -> list[Hint]:
+    asked, peak = r.request.memory, usage.peak_memory
     finding, _ = _findings(r, usage, low, high)
-    if asked is None or finding is None:
+    if asked is None or finding is None or peak is None:
         return []
-    peak = usage.peak_memory
     preset, request = _right_size(r, usage, catalogue, low, high)
     if finding == "over":
         if request.memory is None or request.memory.request >= asked.request:
@@ -365,12 +373,13 @@ def _memory_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) 
     ]
 
 
-def _cpu_hints(r: Any, usage: Any, catalogue: dict, low: float, high: float) -> list[Hint]:
+def _cpu_hints(r: TaskRecord, usage: Usage, catalogue: dict, low: float, high: float) -> list[Hint]:
     _, finding = _findings(r, usage, low, high)
-    if finding is None:
+    asked = r.request.cpu
+    if finding is None or asked is None:
         return []
     cores = usage.cores
-    requested, limit = float(r.request.cpu.request), float(r.request.cpu.limit)
+    requested, limit = float(asked.request), float(asked.limit)
     preset, request = _right_size(r, usage, catalogue, low, high)
     if finding == "over":
         message = (

@@ -71,6 +71,17 @@ def test_cpu_bound_task_is_told_more_cores_and_never_more_memory():
     assert hint.preset == "c4"  # the fewest cores over 2 with no more than 4 GiB
 
 
+def test_a_run_whose_peak_was_not_measured_still_gets_its_cores_hint():
+    # Where the platform cannot tell a cell's peak apart, the run records none: it can say
+    # nothing about memory, but its cores were measured (this raised TypeError before).
+    r = TaskRecord(key="k", cell="crunch", request=Resources(cpu=2))
+    r.finish("finished", Usage(wall=10.0, cpu=19.7, peak_memory=None))
+    (hint,) = review([r], BUILTIN_PRESETS)
+    assert (hint.kind, hint.resource) == ("near-limit", "cpu")
+    assert hint.line == "%%task --cpu 3"
+    assert latest_hints([r], BUILTIN_PRESETS) == [hint]
+
+
 def test_one_busy_core_of_one_asked_is_no_cpu_hint():
     serial = record("loop", Resources(cpu=1, memory="4Gi"), peak=3 * GiB, cores=0.99)
     assert review([serial], BUILTIN_PRESETS) == []
