@@ -184,30 +184,25 @@ def both(seconds):
 """
 
 
-def free_cores() -> float:
-    """How many cores two spinning threads get here, now (the machine is shared)."""
-    import time
-
-    scope: dict = {}
-    exec(SPIN, scope)
-    cpu, wall = time.process_time(), time.perf_counter()
-    scope["both"](0.5)
-    return (time.process_time() - cpu) / (time.perf_counter() - wall)
-
-
 def test_two_busy_threads_are_two_cores(client):
+    # The machine is shared: what two threads get varies from run to run, so the recorded
+    # figure is checked against what the cell saw its own threads get in the same run.
     seen = []
     for _ in range(3):
-        available = free_cores()
         history: list = []
-        run(client, SPIN + "done = both(1.5)", Resources(cpu=2), history)
+        code = SPIN + (
+            "cpu, wall = time.process_time(), time.perf_counter()\n"
+            "done = both(1.5)\n"
+            "got = (time.process_time() - cpu) / (time.perf_counter() - wall)"
+        )
+        namespace = run(client, code, Resources(cpu=2), history)
         (record,) = history
         assert record.usage.wall >= 1.5
         assert record.usage.cores <= 2.1, record.usage
-        seen.append((round(available, 2), round(record.usage.cores, 2)))
-        # The measurement is checked against what two threads get here right now.
-        if available >= 1.5 and record.usage.cores >= 0.7 * available:
+        got = namespace["got"]
+        seen.append((round(got, 2), round(record.usage.cores, 2)))
+        # Only where both threads ran at once most of the time does two cores differ from one.
+        if got >= 1.3:
+            assert record.usage.cores >= 0.75 * got, seen
             return
-    if max(a for a, _ in seen) < 1.5:
-        pytest.skip(f"this shared machine never had two free cores (free, measured): {seen}")
-    raise AssertionError(f"two busy threads measured as fewer cores (free, measured): {seen}")
+    pytest.skip(f"this shared machine never gave the two threads two cores (got, measured): {seen}")
