@@ -5,7 +5,7 @@ from __future__ import annotations
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Float, List, Unicode
 
-from taskcell.extension import feed
+from taskcell.extension import snapshots
 from taskcell.extension.control import ServerClusters
 from taskcell.extension.dashboard import dashboard_handlers
 from taskcell.extension.export_handler import ExportHandler
@@ -50,7 +50,7 @@ class TaskcellExtension(ExtensionApp):
         #: record them until their next %%task starts another, and they are not listed.
         self.stopped: set[str] = set()
         self.hub = ClusterHub(
-            feed.planner_feed,
+            snapshots.planner_feed,
             idle_after=self.idle_timeout,
             connect_timeout=self.connect_timeout,
             retry_every=self.retry_interval,

@@ -65,7 +65,7 @@ class ClusterWatch:
     address : str
         The scheduler's address.
     feed : Feed
-        Where snapshots come from (see :mod:`taskcell.extension.feed`).
+        Where snapshots come from (see :mod:`taskcell.extension.snapshots`).
     connect_timeout : float
         Seconds to wait for the scheduler before calling it unreachable.
     retry_every : float
