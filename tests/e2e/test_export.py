@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pytest
+from waiting import eventually
 
 from taskcell.export import MARKER
 
@@ -42,13 +42,12 @@ RETITLED = TITLE + RETITLED_SUFFIX
 lab = test_sidebar.lab  # the `jupyter lab` fixture, on tmp_path / "notebooks"
 
 
-def wait_for_file(path: Path, contains: str, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and contains in (text := path.read_text()):
-            return text
-        time.sleep(0.2)
-    raise AssertionError(f"no {path.name} containing {contains!r} within {timeout} s")
+def wait_for_file(path: Path, contains: str) -> str:
+    return eventually(
+        lambda: path.read_text() if path.exists() else "",
+        f"{path.name} containing {contains!r}",
+        holds=lambda text: contains in text,
+    )
 
 
 def test_the_palette_command_and_the_toolbar_button_write_and_open_the_module(tmp_path, lab):

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DaskProcesses
+from waiting import eventually
 
 from .browser import ARTIFACTS, CHROMIUM, REPO, lab_page, palette_search
 
@@ -160,17 +161,15 @@ class Lab:
         except urllib.error.HTTPError as e:
             return e.code, e.read()
 
-    def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"jupyter lab exited:\n{self.log.read_text()}"
-            try:
-                if self.get("api/status")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"jupyter lab did not start:\n{self.log.read_text()}")
+    def wait_ready(self) -> None:
+        eventually(self._answers, "jupyter lab answering api/status", seen=self.log.read_text)
+
+    def _answers(self) -> bool:
+        assert self.proc.poll() is None, f"jupyter lab exited:\n{self.log.read_text()}"
+        try:
+            return self.get("api/status")[0] == 200
+        except OSError:
+            return False
 
     def stop(self) -> None:
         self.proc.terminate()
