@@ -76,7 +76,7 @@ class MigSlice:
     uuid: str  #: ``"MIG-..."``, the value ``CUDA_VISIBLE_DEVICES`` takes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuInfo:
     """One physical GPU as the driver reports it."""
 
@@ -90,7 +90,7 @@ class GpuInfo:
     mig_enabled: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MachineFacts:
     """What this machine (or container) offers to worker processes."""
 

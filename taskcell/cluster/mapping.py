@@ -31,7 +31,7 @@ from taskcell.spec import GPU, TPU, Device, Resources
 NATIVE = (names.CPU, names.MEMORY, names.DISK, names.SHM)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkerCapacity:
     """What one live worker offers: its abstract resources and Dask's native capacity."""
 

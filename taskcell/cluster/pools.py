@@ -65,7 +65,7 @@ _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _KEYS = ("shape", "backend", "max-workers", "idle-timeout", "start-timeout", "options")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pool:
     """One named worker shape, and how and how many of its workers taskcell may start."""
 

@@ -43,7 +43,7 @@ class RequestError(ValueError):
     """A planner request the server cannot answer: the message says which field and why."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SuggestRequest:
     """A checked ``POST /taskcell/api/planner`` body: ``size`` in bytes, or ``files``, paths or
     globs to measure beside ``notebook``."""

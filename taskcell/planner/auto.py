@@ -67,7 +67,7 @@ def run_input(record: TaskRecord) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AutoChoice:
     """What ``%%task auto`` runs a cell with, and why.
 
@@ -83,7 +83,7 @@ class AutoChoice:
     memory: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Run:
     """A past finished run of the cell, with the peak memory and the cores it measured."""
 
@@ -181,7 +181,7 @@ def auto_preset(
     catalogue = _presets(presets)
     history = kernel_history() if history is None else history
     runs = [
-        _Run(r, r.usage.peak_memory, r.usage.cores)
+        _Run(record=r, peak=r.usage.peak_memory, cores=r.usage.cores)
         for r in reversed(history)
         if r.usage is not None
         and r.usage.peak_memory is not None
@@ -200,7 +200,13 @@ def auto_preset(
     if planned.request is None:
         raise SpecError(f"--preset auto: {planned.message}")
     reason = f"no past run of this cell; planner: {planned.message}"
-    return AutoChoice(planned.preset, planned.request, "planner", reason, planned.memory)
+    return AutoChoice(
+        preset=planned.preset,
+        request=planned.request,
+        basis="planner",
+        reason=reason,
+        memory=planned.memory,
+    )
 
 
 def _from_history(
@@ -233,7 +239,7 @@ def _from_history(
         f"{how} and kept {cores:.2f} cores busy; {preset or request.to_options()} holds that "
         f"with {HEADROOM - 1:.0%} to spare"
     )
-    return AutoChoice(preset, request, "history", reason, need)
+    return AutoChoice(preset=preset, request=request, basis="history", reason=reason, memory=need)
 
 
 def _from_estimate(estimate: Estimate, catalogue: dict[str, Resources], workers: Any) -> AutoChoice:
@@ -260,4 +266,6 @@ def _from_estimate(estimate: Estimate, catalogue: dict[str, Resources], workers:
         f"no past run of this cell; it {estimate.describe()}; {holder} holds that with "
         f"{HEADROOM - 1:.0%} to spare"
     )
-    return AutoChoice(preset, request, "planner", reason, estimate.memory)
+    return AutoChoice(
+        preset=preset, request=request, basis="planner", reason=reason, memory=estimate.memory
+    )

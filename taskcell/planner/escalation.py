@@ -133,7 +133,7 @@ def _one_line(text: str) -> str:
     return line if len(line) <= 200 else line[:199] + "…"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Escalation:
     """The next attempt's request after a memory failure, and what to tell the user."""
 
@@ -196,7 +196,7 @@ def escalate(
     else:
         verdict = f"ask for its memory: {target} is a start"
     message = f"attempt {attempt} ran out of memory {had_text} ({failure.detail}): {verdict}"
-    return Escalation(preset, chosen, memory, message)
+    return Escalation(preset=preset, request=chosen, memory=memory, message=message)
 
 
 def next_attempt(

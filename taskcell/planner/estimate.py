@@ -61,7 +61,7 @@ OTHER_LIBRARY = 8 * MiB
 STREAM = 32 * MiB
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Model:
     """How a holding turns a file into memory: ``text`` copies of the file's (decompressed)
     bytes while it is read, ``parsed`` copies of the sampled result (a DataFrame, Python
@@ -77,28 +77,28 @@ class Model:
 #: Each holding's model (see :data:`taskcell.planner.recognize.Holding`). A compressed file is
 #: decompressed piece by piece, so it costs no ``text`` copies.
 HOLDINGS: dict[Holding, Model] = {
-    "csv": Model(1.0, 2.0, 1.7, "pandas"),
-    "json-lines-frame": Model(0.0, 1.75, 9.7, "pandas"),
-    "json-frame": Model(1.0, 1.75, 9.7, "pandas"),
-    "columnar": Model(0.0, 2.5, 6.0, "pandas"),
-    "frame": Model(0.0, 1.0, 4.0, "pandas"),
-    "pickle": Model(0.0, 1.0, 1.0),
-    "json": Model(1.0, 1.0, 6.5),
-    "json-lines": Model(0.0, 1.15, 9.7),
-    "words": Model(2.7, 1.0, 10.5),
-    "lines": Model(0.0, 1.0, 2.5),
-    "csv-rows": Model(0.0, 1.1, 8.0),
-    "csv-dicts": Model(0.0, 1.1, 12.0),
-    "text": Model(2.0, 0.0, 1.0),
-    "bytes": Model(1.0, 0.0, 1.0),
-    "array": Model(1.0, 0.0, 1.0, "numpy"),
-    "text-array": Model(1.0, 2.0, 1.0, "numpy"),
-    "stream": Model(0.0, 0.0, 0.0),
-    "unknown": Model(0.0, 1.0, 4.0),
+    "csv": Model(text=1.0, parsed=2.0, expansion=1.7, library="pandas"),
+    "json-lines-frame": Model(text=0.0, parsed=1.75, expansion=9.7, library="pandas"),
+    "json-frame": Model(text=1.0, parsed=1.75, expansion=9.7, library="pandas"),
+    "columnar": Model(text=0.0, parsed=2.5, expansion=6.0, library="pandas"),
+    "frame": Model(text=0.0, parsed=1.0, expansion=4.0, library="pandas"),
+    "pickle": Model(text=0.0, parsed=1.0, expansion=1.0),
+    "json": Model(text=1.0, parsed=1.0, expansion=6.5),
+    "json-lines": Model(text=0.0, parsed=1.15, expansion=9.7),
+    "words": Model(text=2.7, parsed=1.0, expansion=10.5),
+    "lines": Model(text=0.0, parsed=1.0, expansion=2.5),
+    "csv-rows": Model(text=0.0, parsed=1.1, expansion=8.0),
+    "csv-dicts": Model(text=0.0, parsed=1.1, expansion=12.0),
+    "text": Model(text=2.0, parsed=0.0, expansion=1.0),
+    "bytes": Model(text=1.0, parsed=0.0, expansion=1.0),
+    "array": Model(text=1.0, parsed=0.0, expansion=1.0, library="numpy"),
+    "text-array": Model(text=1.0, parsed=2.0, expansion=1.0, library="numpy"),
+    "stream": Model(text=0.0, parsed=0.0, expansion=0.0),
+    "unknown": Model(text=0.0, parsed=1.0, expansion=4.0),
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Input:
     """One thing a cell reads: a notebook value or a file, its size and how the cell holds it.
 
@@ -210,7 +210,16 @@ def cell_input(
         nbytes = _value_size(value)
         libraries.add(type(value).__module__.partition(".")[0])
         widen = _widening(getattr(value, "dtype", None))
-        inputs.append(Input(name, None, nbytes, nbytes, nbytes, widen))
+        inputs.append(
+            Input(
+                what=name,
+                holding=None,
+                size=nbytes,
+                loaded=nbytes,
+                memory=nbytes,
+                widen=widen,
+            )
+        )
     for read in analysis.files:
         for path in _paths(read, namespace):
             found = _file_input(path, read.function, work.holding(read.function), sample)
@@ -289,7 +298,7 @@ def _file_input(path: str, function: str, holding: Holding, sample: bool) -> tup
         size = file_size(path)
         on_disk = os.path.getsize(path)
     except OSError:
-        return Input(path, holding, 0, 0, 0), libraries
+        return Input(what=path, holding=holding, size=0, loaded=0, memory=0), libraries
     sampled = expansion(path, holding, function) if model.parsed and sample else None
     per_byte = sampled if sampled is not None else model.expansion
     if holding == "columnar":  # sampled per byte on disk: the file is compressed in columns
@@ -305,7 +314,9 @@ def _file_input(path: str, function: str, holding: Holding, sample: bool) -> tup
     memory = max(memory, loaded)
     widen = _widening(_npy_dtype(path)) if holding == "array" else 1.0
     held = 0 if holding == "stream" else loaded
-    return Input(path, holding, size, held, memory, widen), libraries
+    return Input(
+        what=path, holding=holding, size=size, loaded=held, memory=memory, widen=widen
+    ), libraries
 
 
 def _npy_dtype(path: str) -> Any:

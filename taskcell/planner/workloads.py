@@ -33,7 +33,7 @@ from taskcell.spec._util import did_you_mean
 from taskcell.spec.amounts import show_bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     """What a kind of work needs for each byte of input.
 
@@ -115,63 +115,63 @@ BUILTIN_PROFILES: Mapping[str, Profile] = {
     p.name: p
     for p in (
         Profile(
-            "default",
-            4,
-            1,
+            name="default",
+            memory_per_byte=4,
+            scratch_per_byte=1,
             base_memory=_PANDAS,
             description="dataframe work (pandas reading csv and the like): 160 MiB plus 4x the "
             "input in memory, 1x scratch",
         ),
         Profile(
-            "light",
-            2,
-            0,
+            name="light",
+            memory_per_byte=2,
+            scratch_per_byte=0,
             base_memory=_PANDAS,
             description="filtering and selecting: 160 MiB plus 2x the input in memory, no scratch",
         ),
         Profile(
-            "heavy",
-            8,
-            2,
+            name="heavy",
+            memory_per_byte=8,
+            scratch_per_byte=2,
             base_memory=_PANDAS,
             description="joins, sorts, pivots and JSON into a DataFrame: 160 MiB plus 8x the "
             "input in memory, 2x scratch",
         ),
         Profile(
-            "streaming",
-            0,
-            0,
+            name="streaming",
+            memory_per_byte=0,
+            scratch_per_byte=0,
             base_memory=_PANDAS,
             description="reads its input piece by piece (lines, blocks, chunksize=): 160 MiB "
             "whatever the input's size",
         ),
         Profile(
-            "python-objects",
-            12,
-            0,
+            name="python-objects",
+            memory_per_byte=12,
+            scratch_per_byte=0,
             base_memory=_PYTHON,
             description="JSON, csv rows or a text's words as Python objects: 32 MiB plus 12x "
             "the input",
         ),
         Profile(
-            "numpy",
-            3,
-            0,
+            name="numpy",
+            memory_per_byte=3,
+            scratch_per_byte=0,
             base_memory=_NUMPY,
             description="arrays and their temporaries: 48 MiB plus 3x the input (np.fft needs 9x)",
         ),
         Profile(
-            "gpu-training",
-            4,
-            1,
+            name="gpu-training",
+            memory_per_byte=4,
+            scratch_per_byte=1,
             gpu=1,
             base_memory=_PANDAS,
             description="model training: 1 GPU, 160 MiB plus 4x the input in memory, 1x scratch",
         ),
         Profile(
-            "gpu-inference",
-            2,
-            0,
+            name="gpu-inference",
+            memory_per_byte=2,
+            scratch_per_byte=0,
             gpu=1,
             base_memory=_PANDAS,
             description="batch inference: 1 GPU, 160 MiB plus 2x the input in memory",
@@ -213,7 +213,7 @@ def _from_config(name: str, entry: Any) -> Profile:
             key = field.replace("_", "-")
             fields[field] = parse_quantity(fields[field], f"taskcell.profiles.{name}.{key}")
     try:
-        return Profile(name, **fields)
+        return Profile(name=name, **fields)
     except SpecError as e:  # name the configured key, and where it was set
         raise SpecError(str(e).replace(f"profile {name!r}: ", f"{where}: ", 1)) from None
 

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 SCATTER_THRESHOLD = 1 << 20
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CellSource:
     """A cell as the kernel holds it: the body to run and the cell as the user sees it, and
     how IPython turns its own syntax into Python (for the bodies of magics in the cell)."""
@@ -70,7 +70,7 @@ class CellSource:
     count: int = 0  #: its execution count, the N of ``In[N]``
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Display:
     """Where a running cell's output goes; the magic wires these to IPython.
 
@@ -84,7 +84,7 @@ class Display:
     clear: Callable[[bool], None] = lambda wait: None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Submission:
     """A cell submitted to the cluster and the events it has sent so far."""
 
@@ -163,7 +163,7 @@ def _gpu_count(request: Resources, resources: dict[str, float]) -> int | None:
     return None if gpus == 0 and request.gpu is not None else gpus
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Inputs:
     """A cell's inputs as they travel: pickled here, or as futures."""
 

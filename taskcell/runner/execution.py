@@ -216,7 +216,7 @@ def cancel_background(which: str) -> list[BackgroundCell]:
 Escalate = Callable[[BaseException, Resources, int, "int | None"], Any]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Attempts:
     """A cell's runs: the first, and, after one that ran out of memory, the next one rung up
     (up to ``retries`` more), each a new task; nothing of a failed one is written back."""
@@ -295,7 +295,16 @@ def run_cell_task(
     """Run ``cell`` as a task: wait and return its last value, or, with no ``out``, return a
     :class:`BackgroundCell` at once. ``escalate``: what to ask for after an attempt that ran
     out of memory (see :class:`Attempts`)."""
-    attempts = Attempts(client, cell, namespace, request, name, history, retries, escalate)
+    attempts = Attempts(
+        client=client,
+        cell=cell,
+        namespace=namespace,
+        request=request,
+        name=name,
+        history=history,
+        retries=retries,
+        escalate=escalate,
+    )
     sub = attempts.submit()
     if out is None:
         return BackgroundCell.start(attempts, sub)

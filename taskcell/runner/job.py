@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Usage:
     """What one run actually used: seconds of wall and CPU time, the cell's own peak bytes of
     memory (None where the platform cannot tell it apart from earlier cells'), and peak bytes
@@ -33,7 +33,7 @@ class PickledInputs:
     data: bytes = b""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellJob:
     """One cell to run on a worker.
 
@@ -81,7 +81,7 @@ class Shown:
         return self.text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     """What a cell that finished sends back to the notebook.
 

@@ -31,7 +31,7 @@ from typing import Any
 __all__ = ["Carrier", "apply", "capture", "changed", "register"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Carrier:
     """One piece of process-wide state: how to read it and how to set it.
 
@@ -68,7 +68,7 @@ def register(
     returns: bool = True,
 ) -> None:
     """Carry one more piece of process-wide state with every ``%%task`` cell (see above)."""
-    _CARRIERS[name] = Carrier(name, module, get, set, returns)
+    _CARRIERS[name] = Carrier(name=name, module=module, get=get, set=set, returns=returns)
 
 
 State = list[tuple[Carrier, Any]]

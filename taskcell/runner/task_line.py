@@ -129,7 +129,7 @@ _VALUED = frozenset(o for a in PARSER._actions if a.nargs != 0 for o in a.option
 _OPTIONS = frozenset(o for a in PARSER._actions for o in a.option_strings)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskLine:
     """A parsed ``%%task`` line, values still as typed."""
 

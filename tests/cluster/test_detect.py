@@ -40,13 +40,13 @@ def recorded_gpus(shape: str) -> tuple[GpuInfo, ...]:
     slices = parse_list_gpus(recorded(shape, "list-gpus.txt"))
     return tuple(
         GpuInfo(
-            gpu.index,
-            gpu.name,
-            gpu.product,
-            gpu.uuid,
-            gpu.memory_bytes,
-            slices[gpu.index],
-            gpu.mig_enabled or bool(slices[gpu.index]),
+            index=gpu.index,
+            name=gpu.name,
+            product=gpu.product,
+            uuid=gpu.uuid,
+            memory_bytes=gpu.memory_bytes,
+            mig=slices[gpu.index],
+            mig_enabled=gpu.mig_enabled or bool(slices[gpu.index]),
         )
         for gpu in parse_query_gpu(recorded(shape, "query-gpu.csv"))
     )
@@ -321,7 +321,9 @@ CORES, MEMORY, SHM, SCRATCH = 16, 64 * GiB, 8 * GiB, 400 * GiB
 
 def facts_for(shape: str | None) -> MachineFacts:
     gpus = recorded_gpus(shape) if shape else ()
-    return MachineFacts(CORES, MEMORY, gpus, SHM, SCRATCH)
+    return MachineFacts(
+        cores=CORES, memory_bytes=MEMORY, gpus=gpus, shm_bytes=SHM, scratch_bytes=SCRATCH
+    )
 
 
 def base(nprocs: int) -> dict[str, float]:
@@ -396,15 +398,27 @@ def test_environ_pins_cuda_to_pci_order():
 
 
 def test_mig_mode_without_slices_advertises_nothing():
-    gpu = GpuInfo(0, "A100", "NVIDIA A100-SXM4-40GB", "GPU-x", 40 * GiB, (), mig_enabled=True)
-    (share,) = advertised_resources(MachineFacts(4, GiB, (gpu,), 0, 0))
+    gpu = GpuInfo(
+        index=0,
+        name="A100",
+        product="NVIDIA A100-SXM4-40GB",
+        uuid="GPU-x",
+        memory_bytes=40 * GiB,
+        mig=(),
+        mig_enabled=True,
+    )
+    (share,) = advertised_resources(
+        MachineFacts(cores=4, memory_bytes=GiB, gpus=(gpu,), shm_bytes=0, scratch_bytes=0)
+    )
     assert share == WorkerShare({"CPU": 4, "MEMORY": GiB}, "")
 
 
 def test_mixed_machine_deals_whole_gpus_and_slices_in_order():
     mig = recorded_gpus("a100-mig")[0]
-    t4 = GpuInfo(1, "T4", "Tesla T4", "GPU-t4", 15 * GiB)
-    first, second = advertised_resources(MachineFacts(8, 8 * GiB, (mig, t4), 0, 0), 2)
+    t4 = GpuInfo(index=1, name="T4", product="Tesla T4", uuid="GPU-t4", memory_bytes=15 * GiB)
+    first, second = advertised_resources(
+        MachineFacts(cores=8, memory_bytes=8 * GiB, gpus=(mig, t4), shm_bytes=0, scratch_bytes=0), 2
+    )
     assert first.visible_devices == ",".join(MIG_UUIDS[:3])
     assert second.visible_devices == f"{MIG_UUIDS[3]},1"
     assert second.resources == {
@@ -417,7 +431,9 @@ def test_mixed_machine_deals_whole_gpus_and_slices_in_order():
 
 
 def test_more_processes_than_cores_still_get_one_cpu():
-    shares = advertised_resources(MachineFacts(2, 3 * GiB, (), 0, 0), 3)
+    shares = advertised_resources(
+        MachineFacts(cores=2, memory_bytes=3 * GiB, gpus=(), shm_bytes=0, scratch_bytes=0), 3
+    )
     assert [share.resources["CPU"] for share in shares] == [1, 1, 1]
 
 

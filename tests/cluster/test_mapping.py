@@ -53,7 +53,13 @@ def test_mapping_table(request_, expected):
 
 
 def worker(address, nthreads=2, memory=8 * GIB, **resources):
-    return WorkerCapacity(address, address, nthreads, memory, resources)
+    return WorkerCapacity(
+        address=address,
+        name=address,
+        nthreads=nthreads,
+        memory_limit=memory,
+        resources=resources,
+    )
 
 
 def test_names_follow_the_spelling_workers_advertise():

@@ -108,7 +108,13 @@ def test_bad_pools_are_refused_naming_the_pool_and_the_accepted_forms(entries, m
 
 
 def live(address="tcp://small", nthreads=2, memory=4 * GIB, **resources):
-    return WorkerCapacity(address, address, nthreads, memory, resources)
+    return WorkerCapacity(
+        address=address,
+        name=address,
+        nthreads=nthreads,
+        memory_limit=memory,
+        resources=resources,
+    )
 
 
 def test_a_request_goes_to_the_first_pool_that_meets_it():

@@ -14,7 +14,9 @@ from taskcell.spec import Resources
 
 
 def worker(address: str, **resources: float) -> WorkerCapacity:
-    return WorkerCapacity(address, address, 2, 2**33, resources)
+    return WorkerCapacity(
+        address=address, name=address, nthreads=2, memory_limit=2**33, resources=resources
+    )
 
 
 SPELLINGS = [

@@ -119,8 +119,16 @@ def test_typed_gpu_profile_matches_only_that_type():
 
 
 def test_live_workers_say_who_can_run_it_and_a_runnable_preset_wins():
-    gpu_box = WorkerCapacity("tcp://10.0.0.1:1", "gpu-box", 8, 64 * GiB, {"GPU": 2})
-    cpu_box = WorkerCapacity("tcp://10.0.0.2:1", "cpu-box", 2, 8 * GiB, {})
+    gpu_box = WorkerCapacity(
+        address="tcp://10.0.0.1:1",
+        name="gpu-box",
+        nthreads=8,
+        memory_limit=64 * GiB,
+        resources={"GPU": 2},
+    )
+    cpu_box = WorkerCapacity(
+        address="tcp://10.0.0.2:1", name="cpu-box", nthreads=2, memory_limit=8 * GiB, resources={}
+    )
     s = suggest("1 GiB", "gpu-training", workers=[gpu_box, cpu_box], presets=BUILTIN_PRESETS)
     # g6e_xlarge_task asks for an L40s, which no worker advertises; small_gpu_task asks any GPU.
     assert s.preset == "small_gpu_task"
@@ -158,7 +166,13 @@ def test_workers_as_snapshot_records_and_json():
 
 
 def test_html_is_escaped():
-    hostile = WorkerCapacity("tcp://x:1", "<script>alert(1)</script>", 1, 0, {})
+    hostile = WorkerCapacity(
+        address="tcp://x:1",
+        name="<script>alert(1)</script>",
+        nthreads=1,
+        memory_limit=0,
+        resources={},
+    )
     html = suggest("1 GiB", workers=[hostile], presets=BUILTIN_PRESETS)._repr_html_()
     assert "<script>" not in html and "&lt;script&gt;" in html
 

@@ -68,7 +68,9 @@ def test_warnings_filters_travel(restore):
 
 def test_a_carrier_from_another_process_is_compared_too():
     box = {"level": 1}
-    carrier = process_state.Carrier("box", "random", lambda: box["level"], box.__setitem__)
+    carrier = process_state.Carrier(
+        name="box", module="random", get=lambda: box["level"], set=box.__setitem__
+    )
     sent = [(carrier, 1)]
     assert all(c.name != "box" for c, _ in process_state.changed(sent))
     box["level"] = 2

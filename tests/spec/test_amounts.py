@@ -50,11 +50,13 @@ def test_shortfalls_read_one_way_for_one_worker_and_for_the_cluster() -> None:
 def test_the_same_amount_reads_the_same_in_every_message() -> None:
     amount, shown = 32 * GiB, "32 GiB"
     # the cell's status line while it waits
-    waiting = Submission(None, None, None, {"MEMORY": float(amount)}, 2, ())
+    waiting = Submission(
+        future=None, job=None, record=None, resources={"MEMORY": float(amount)}, capable=2, sent=()
+    )
     status = _waiting_reason(waiting, 5)
     assert status == f"waiting 5 s for MEMORY={shown}: 2 capable workers, all busy"
     # the error of a request no live worker can meet
-    small = WorkerCapacity("tcp://a:1", "a", 4, 16 * GiB)
+    small = WorkerCapacity(address="tcp://a:1", name="a", nthreads=4, memory_limit=16 * GiB)
     with pytest.raises(InfeasibleError) as info:
         check_feasible(Resources(memory="32Gi"), {}, [small])
     message = str(info.value)
