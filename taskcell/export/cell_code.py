@@ -81,39 +81,3 @@ def _shows_nothing(value: ast.expr) -> bool:
         and isinstance(value.func, ast.Name)
         and value.func.id in ("print", "display")
     )
-
-
-def surely_bound(tree: ast.Module) -> set[str]:
-    """The names a cell's simple top-level statements bind, which every path through it binds
-    (assignments, imports, ``def``, ``class``); a name bound in a loop, a branch or a ``with``
-    is not among them."""
-    return {name for stmt in tree.body for name in statement_names(stmt) or ()}
-
-
-def statement_names(stmt: ast.stmt) -> list[str] | None:
-    """The names a simple statement binds (an assignment, an import, a ``def``, a ``class``);
-    None for a compound statement (a loop, a branch, a ``with``), which the cell analysis reads.
-    """
-    if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-        if isinstance(stmt, ast.AnnAssign) and stmt.value is None:
-            return []
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        return [name for target in targets for name in _names(target)]
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [stmt.name]
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return [(a.asname or a.name).partition(".")[0] for a in stmt.names if a.name != "*"]
-    if isinstance(stmt, (ast.Expr, ast.Pass, ast.Delete, ast.Raise, ast.Assert)):
-        return []  # but for a walrus in it, which the cell's analysis has
-    return None
-
-
-def _names(target: ast.expr) -> list[str]:
-    """The names an assignment target binds: ``a``, ``a, (b, *c)``; none for ``a.b``, ``a[0]``."""
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, ast.Starred):
-        return _names(target.value)
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [name for item in target.elts for name in _names(item)]
-    return []

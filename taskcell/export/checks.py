@@ -4,8 +4,9 @@ Refused (a problem of the cell; export names every such cell): a notebook functi
 declares ``global`` (the module keeps the notebook's names inside ``main()``), top-level
 ``await`` (only IPython runs it), and a request over the configured platform's limits. Noted (a
 sentence in the module): reading IPython's output history (``_``, ``Out``...). Found for the
-planner: the statements that make a Dask cluster or client, the names a cell binds to values
-that cannot travel (a generator, an open file), and whether the module needs IPython's shell.
+planner: the statements that make a Dask cluster or client, and whether the module needs
+IPython's shell. What a cell binds, changes and awaits is the one cell analysis's
+(:class:`~taskcell.runner.analysis.CellAnalysis`); this module only words it.
 """
 
 from __future__ import annotations
@@ -40,48 +41,21 @@ FUTURE_FUNCTIONS = frozenset(
 )
 
 
-def module_problems(cell: Cell, tree: ast.Module) -> list[str]:
+def module_problems(cell: Cell) -> list[str]:
     """Why the cell cannot run in a module function: ``global`` in a notebook function,
-    top-level ``await``."""
-    problems = []
-    if "global" in cell.code:
-        problems += _globals(cell, tree)
-    if "await" in cell.code or "async" in cell.code:
-        problems += _awaits(cell, tree)
+    top-level ``await`` (which IPython runs; a module function cannot, outside ``async def``)."""
+    problems = [
+        f"{cell.label}: function {function}() declares `global {', '.join(names)}`; the "
+        f"exported module keeps the notebook's names inside main(), where a "
+        f"function cannot rebind them. Return the new value instead"
+        for function, names in cell.analysis.function_globals
+    ]
+    if cell.analysis.top_level_await is not None:
+        problems.append(
+            f"{cell.label}: top-level `await` (line {cell.analysis.top_level_await}) runs only "
+            f"in IPython; wrap the code in an async function and call asyncio.run(...)"
+        )
     return problems
-
-
-def _globals(cell: Cell, tree: ast.Module) -> list[str]:
-    problems = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.Global):
-                    names = ", ".join(inner.names)
-                    problems.append(
-                        f"{cell.label}: function {node.name}() declares `global {names}`; the "
-                        f"exported module keeps the notebook's names inside main(), where a "
-                        f"function cannot rebind them. Return the new value instead"
-                    )
-    return problems
-
-
-def _awaits(cell: Cell, tree: ast.Module) -> list[str]:
-    """IPython runs a cell's top-level ``await``; a module function cannot (outside async def)."""
-    stack: list[ast.AST] = list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or (
-            isinstance(node, ast.comprehension) and node.is_async
-        ):
-            return [
-                f"{cell.label}: top-level `await` (line {getattr(node, 'lineno', '?')}) runs only "
-                f"in IPython; wrap the code in an async function and call asyncio.run(...)"
-            ]
-        stack.extend(ast.iter_child_nodes(node))
-    return []
 
 
 def check_platform(cell: Cell, request: TaskRequest, platform: str) -> None:
@@ -153,40 +127,3 @@ def _dotted(node: ast.expr) -> list[str]:
         parts.insert(0, node.attr)
         node = node.value
     return [node.id, *parts] if isinstance(node, ast.Name) else []
-
-
-def iterated(tree: ast.Module) -> list[str]:
-    """Names a cell's top-level loops run over (``for model in models``, ``for k, v in
-    d.items()``): the loop may change their items in place (``model.fit(X)``), which reading
-    the name alone does not show."""
-    found = []
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            source = stmt.iter
-            if (
-                isinstance(source, ast.Call)
-                and isinstance(source.func, ast.Attribute)
-                and source.func.attr in ("items", "values")
-            ):
-                source = source.func.value
-            if isinstance(source, ast.Name):
-                found.append(source.id)
-    return found
-
-
-def generator_names(tree: ast.Module) -> set[str]:
-    """Names a cell's top-level statements bind to values no pickle carries: a generator
-    expression, an open file."""
-    found = set()
-    for stmt in tree.body:
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
-            continue
-        target, value = stmt.targets[0], stmt.value
-        opened = (
-            isinstance(value, ast.Call)
-            and isinstance(value.func, ast.Name)
-            and value.func.id == "open"
-        )
-        if isinstance(target, ast.Name) and (isinstance(value, ast.GeneratorExp) or opened):
-            found.add(target.id)
-    return found

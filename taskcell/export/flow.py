@@ -44,7 +44,7 @@ from typing import Literal
 from taskcell import config
 from taskcell.errors import SpecError
 from taskcell.export import checks
-from taskcell.export.cell_code import Edit, apply_edits, last_value_edit, surely_bound
+from taskcell.export.cell_code import Edit, apply_edits, last_value_edit
 from taskcell.export.codegen import Namer
 from taskcell.export.hoisting import CellImports, Hoisting, special_imports, statement_hoisted
 from taskcell.export.latch_types import ANY, FRAME_MAKERS, IMMUTABLE, Type, cell_types
@@ -331,7 +331,7 @@ class _Planner:
             if cell.problems:
                 continue  # named already; the cells after it are still checked
             tree = _parse(cell.code)
-            self._check(cell, tree)
+            self._check(cell)
             if cell.task is not None and not self._in_driver(cell, tree):
                 self._task(cell, tree)
             else:
@@ -460,9 +460,9 @@ class _Planner:
         else:
             self.steps.append(TextStep(cell, text))
 
-    def _check(self, cell: Cell, tree: ast.Module) -> None:
+    def _check(self, cell: Cell) -> None:
         """What every code cell passes; the environments it defines."""
-        self.problems += checks.module_problems(cell, tree)
+        self.problems += checks.module_problems(cell)
         self.notes += checks.history_notes(cell, lambda n: n in self.state or n in self.hoisted)
         for env in cell.environments:
             self.environments[env.name] = Environment(env.name, env.resources)
@@ -578,7 +578,7 @@ class _Planner:
                 DriverStep(cell=cell, code=code, imports=tuple(run_imports), changes_state=changes)
             )
         only = self.imports[cell.number]
-        generators = checks.generator_names(tree)
+        generators = analysis.unpicklable
         set_up = {name for _, name in setups}
         for name in analysis.outputs:
             text = only.names[name] if name in only.only else None
@@ -672,7 +672,7 @@ class _Planner:
 
         only = self.imports[cell.number].only
         types = {p: self.types.get(p, ANY) for p in params}
-        changed = dict.fromkeys([*analysis.mutated, *checks.iterated(tree), *changed_through])
+        changed = dict.fromkeys([*analysis.mutated, *analysis.loops_over, *changed_through])
         updates = tuple(
             n
             for n in changed
@@ -684,15 +684,14 @@ class _Planner:
         outputs = [n for n in analysis.outputs if n not in module_globals and n not in only]
         # A name no later cell reads comes back for main()'s results only where every path
         # through the cell binds it: a task fails returning an unbound name.
-        bound = surely_bound(tree)
-        generators = checks.generator_names(tree)
+        unsure, generators = analysis.maybe_unbound, analysis.unpicklable
         returns = [
             n
             for n in outputs
             if n not in updates
             and (
                 self._read_later(cell, n)
-                or (self.target != "flyte" and n in bound and n not in generators)
+                or (self.target != "flyte" and n not in unsure and n not in generators)
             )
         ]
         for name in returns:

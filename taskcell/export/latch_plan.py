@@ -39,8 +39,6 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from taskcell.export.cell_code import statement_names
-from taskcell.export.checks import iterated
 from taskcell.export.codegen import comment
 from taskcell.export.flow import DriverStep, Namer, Step, TaskStep, TextStep, Workflow
 from taskcell.export.hoisting import alias_text
@@ -54,7 +52,7 @@ from taskcell.export.latch_types import (
     literal_type,
 )
 from taskcell.export.notebook import Cell
-from taskcell.runner.analysis import analyze_cell
+from taskcell.runner.analysis import analyze_cell, analyze_statements
 
 __all__ = ["LatchPlan", "LatchTask", "Param", "listed", "plan_latch"]
 
@@ -213,6 +211,7 @@ class _Planner:
         self.params: dict[str, Param] = {}
         self.literals: dict[int, list[ast.stmt]] = {}
         self.definitions: dict[int, list[ast.stmt]] = {}
+        self.reads_of: dict[int, tuple[str, ...]] = {}  # id of a definition -> what it reads
         self.imports_of: dict[str, str] = {}  # name -> the first import that binds it
         # step -> the functions it defines that stay in its task, and the names each reads
         self.staying: dict[int, dict[str, tuple[str, ...]]] = {}
@@ -238,15 +237,14 @@ class _Planner:
             for name, text in _imports(tree).items():
                 self.imports_of.setdefault(name, text)
             seen: set[str] = set()
-            for stmt, alone in zip(tree.body, _alone(tree), strict=True):
-                names = statement_names(stmt)
-                if names is None:  # a compound statement: the analysis says what it binds
-                    names = list(analyze_cell(_text(step.code, [stmt])).outputs)
-                counts.update({n: counts.get(n, 0) + 1 for n in names})
-                seen.update(names)
+            statements = analyze_statements(step.code, tree=tree)
+            for stmt, alone, analysis in zip(tree.body, _alone(tree), statements, strict=True):
+                counts.update({n: counts.get(n, 0) + 1 for n in analysis.outputs})
+                seen.update(analysis.outputs)
                 if alone and (_is_definition(stmt) or _is_assignment(stmt)):
                     candidates.append((i, stmt, _is_definition(stmt)))
-            # What no statement above binds plainly (a walrus in an expression) binds too.
+                    self.reads_of[id(stmt)] = analysis.inputs
+            # What the cell binds outside its code here (the imports moved to the top) binds too.
             unseen = [n for n in step.cell.analysis.outputs if n not in seen]
             counts.update({n: counts.get(n, 0) + 1 for n in unseen})
         self.counts = counts
@@ -277,13 +275,11 @@ class _Planner:
         imports = self.imports_of
         candidates: dict[str, tuple[int, ast.stmt, tuple[str, ...]]] = {}
         for i, stmts in self.definitions.items():
-            code = _code(self.workflow.steps[i])
             for stmt in stmts:
                 names = _defined(stmt)
                 if all(self.counts.get(name) == 1 for name in names):
-                    reads = analyze_cell(_text(code, [stmt])).inputs
                     for name in names:
-                        candidates[name] = (i, stmt, reads)
+                        candidates[name] = (i, stmt, self.reads_of[id(stmt)])
         changed = True
         while changed:  # a definition reading one that stays in its cell stays too
             changed = False
@@ -294,9 +290,8 @@ class _Planner:
                     changed = True
         moved = {id(stmt) for _, stmt, _ in candidates.values()}
         for i, stmts in self.definitions.items():
-            code = _code(self.workflow.steps[i])
             self.staying[i] = {
-                name: analyze_cell(_text(code, [stmt])).inputs
+                name: self.reads_of[id(stmt)]
                 for stmt in stmts
                 if id(stmt) not in moved
                 for name in _defined(stmt)
@@ -306,7 +301,7 @@ class _Planner:
         for i, stmts in self.definitions.items():
             code = _code(self.workflow.steps[i])
             for stmt in stmts:
-                self._hoist_reads(analyze_cell(_text(code, [stmt])).inputs, imports)
+                self._hoist_reads(self.reads_of[id(stmt)], imports)
                 self.module_code.append(_text(code, [stmt]))
 
     def _hoist_reads(self, reads: Iterable[str], imports: Mapping[str, str]) -> None:
@@ -389,7 +384,7 @@ class _Planner:
         needed = [self.imported[n] for n in analysis.inputs if n in self.imported]
         changed = [
             n
-            for n in dict.fromkeys([*analysis.mutated, *iterated(tree)])
+            for n in dict.fromkeys([*analysis.mutated, *analysis.loops_over])
             if n in inputs and n not in analysis.outputs and self.types[n].kind not in IMMUTABLE
         ]
         task = _Draft(
@@ -536,11 +531,9 @@ def listed(names: Iterable[str]) -> str:
 def _share(code: str, tree: ast.Module, names: list[str]) -> bool:
     """Whether a top-level statement binding one of ``names`` reads another."""
     wanted = set(names)
-    for stmt in tree.body:
-        bound = statement_names(stmt)
-        if bound is None or not wanted & set(bound):
-            continue
-        if (wanted - set(bound)) & set(analyze_cell(_text(code, [stmt])).inputs):
+    for statement in analyze_statements(code, tree=tree):
+        bound = set(statement.outputs)
+        if wanted & bound and (wanted - bound) & set(statement.inputs):
             return True
     return False
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from taskcell.errors import ExportError, SpecError
 from taskcell.export import magics
 from taskcell.export.magics import Helpers, Refused, Translation
-from taskcell.runner.analysis import CellAnalysis, analyze_cell
+from taskcell.runner.analysis import CellAnalysis, analyze_cell, ipython_call, is_get_ipython
 from taskcell.runner.task_line import TaskLine, build_request, parse_task_line
 from taskcell.spec import Environment, Resources
 
@@ -396,7 +396,7 @@ class _Reader:
     def _visit(self, body: list[ast.stmt], code: str, edits: list[_Edit]) -> None:
         for stmt in body:
             value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
-            call = _ipython_call(value) if value is not None else None
+            call = ipython_call(value) if value is not None else None
             if call is None:
                 if _uses_get_ipython(stmt) and not _nested_bodies(stmt):
                     text = ast.get_source_segment(code, stmt) or "get_ipython()"
@@ -463,32 +463,9 @@ class _Reader:
         self.known[name] = Environment(name, resources)
 
 
-_IPYTHON_CALLS = frozenset({"run_line_magic", "run_cell_magic", "system", "getoutput"})
-
-
-def _ipython_call(node: ast.AST) -> tuple[str, list[str]] | None:
-    """``get_ipython().run_line_magic('time', 'x = 1')`` -> ``("run_line_magic", [...])``."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-        return None
-    owner = node.func.value
-    if not (
-        isinstance(owner, ast.Call)
-        and isinstance(owner.func, ast.Name)
-        and owner.func.id == "get_ipython"
-        and node.func.attr in _IPYTHON_CALLS
-    ):
-        return None
-    args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-    if len(args) != len(node.args) or node.keywords:
-        return None  # computed arguments: get_ipython() used as an object
-    return node.func.attr, args
-
-
-def _uses_get_ipython(node: ast.AST) -> bool:
-    return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "get_ipython"
-        for n in ast.walk(node)
-    )
+def _uses_get_ipython(stmt: ast.stmt) -> bool:
+    """Whether a statement calls ``get_ipython()`` anywhere: a module has no shell to give."""
+    return any(is_get_ipython(node) for node in ast.walk(stmt))
 
 
 def _transform(source: str) -> tuple[str, ast.Module] | str:

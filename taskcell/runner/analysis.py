@@ -21,7 +21,10 @@ a name *may* be read before the cell binds it, it is an input. The rules, one li
   and function parameters and locals are never globals; class attributes are not seen by
   methods or comprehensions in the class, as in Python.
 - ``global x`` in a function makes its reads of ``x`` global reads and its binds (and ``del``)
-  outputs (and deletions), although the function may never be called.
+  outputs (and deletions), although the function may never be called. Each such declaration
+  is listed in ``function_globals``, under every function it is in.
+- ``maybe_unbound`` lists the outputs the cell may finish without: bound on some paths only
+  (by the rules above), deleted after, or bound only by a function through ``global``.
 - Builtins (``print``, ``len``, IPython's ``display``, ...) are never inputs: a notebook name
   that shadows a builtin is not shipped unless the cell reads it as something it bound.
 - Attribute and subscript targets (``a.b = 1``, ``a[0] = 1``, ``del a[0]``) read ``a`` and bind
@@ -29,6 +32,8 @@ a name *may* be read before the cell binds it, it is an input. The rules, one li
 - ``import a.b`` binds ``a``, ``import a.b as c`` binds ``c``; ``from m import *`` binds nothing
   and is listed in ``star_imports``. ``match`` captures, ``with ... as``, ``for`` targets and
   walrus targets bind; ``except E as e`` binds ``e`` and then deletes it, as Python does.
+- ``await``, ``async for``, ``async with`` or an async comprehension outside any function or
+  class is a top-level await, which only IPython runs; ``top_level_await`` has its first line.
 - ``with`` bodies are analysed as straight-line code (a context manager that swallows the
   exception is not modelled), and the code run by ``exec``/``eval``/``globals()`` is not seen.
 - IPython's own syntax, once transformed (``get_ipython().run_line_magic(...)``,
@@ -51,6 +56,13 @@ a name *may* be read before the cell binds it, it is an input. The rules, one li
 - A file the cell opens by a path it names (``open("a.csv")``, ``pd.read_csv(path)``,
   ``np.load(...)``, ``Path("x").read_text()``) is listed in ``files``, with the path when it is
   a literal (or a name the cell bound to one), or the notebook name holding it.
+- Two facts about the cell's own top-level statements (not those nested in a block):
+  ``loops_over`` lists the names a ``for`` loop runs over (``for m in models``, ``for k, v in
+  d.items()``/``.values()``), whose items the loop may change in place without naming them;
+  ``unpicklable`` lists the names ``NAME = (generator expression)`` or ``NAME = open(...)``
+  binds to a value no pickle carries.
+- :func:`analyze_statements` analyses each top-level statement alone, by the same rules: what it
+  reads and binds, taken out of its cell.
 
 :func:`taskcell.runner.closure.function_globals` complements this at run time, from byte code.
 """
@@ -68,7 +80,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["CellAnalysis", "FileRead", "analyze_cell", "dotted", "file_read"]
+__all__ = [
+    "CellAnalysis",
+    "FileRead",
+    "analyze_cell",
+    "analyze_statements",
+    "dotted",
+    "file_read",
+    "ipython_call",
+    "is_get_ipython",
+]
 
 # Names every cell can read without the notebook's namespace. IPython adds the last three to
 # builtins while it runs a cell; they are listed so the result is the same in and out of IPython.
@@ -140,6 +161,19 @@ class CellAnalysis:
         ``"%%capture"``, ``"!"`` (``!cmd``), ``"!!"`` (``x = !cmd``), in order of use.
     files
         Files the cell reads by a path it names, in order (see :class:`FileRead`).
+    maybe_unbound
+        Those of ``outputs`` the cell may finish without (see above): a task returning one
+        may find it unbound.
+    function_globals
+        For each ``global`` statement in a function the cell defines, ``(function, names)``,
+        once for each function it is in, outermost first; a function's body comes after the
+        statement that defines it.
+    top_level_await
+        The line of the cell's first top-level ``await`` (see above); None if it has none.
+    loops_over
+        Names the cell's top-level ``for`` loops run over (see above).
+    unpicklable
+        Names the cell's top-level statements bind to a generator or an open file (see above).
     has_last_expr
         The cell ends with a bare expression statement, whose value is the cell's ``Out[]``.
     last_expr_silenced
@@ -158,6 +192,11 @@ class CellAnalysis:
     function_mutated: tuple[tuple[str, tuple[str, ...]], ...] = ()
     magics: tuple[str, ...] = ()
     files: tuple[FileRead, ...] = ()
+    maybe_unbound: tuple[str, ...] = ()
+    function_globals: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    top_level_await: int | None = None
+    loops_over: tuple[str, ...] = ()
+    unpicklable: tuple[str, ...] = ()
     has_last_expr: bool = False
     last_expr_silenced: bool = False
 
@@ -181,6 +220,7 @@ State = set[str] | None
 class _Scope:
     kind: ScopeKind
     parent: _Scope | None = None
+    name: str = ""  # a function scope: the function's name
     # Function and comprehension scopes: every name bound in them (Python decides this statically).
     local: frozenset[str] = frozenset()
     declared_global: set[str] = field(default_factory=set)
@@ -274,7 +314,8 @@ def _function_locals(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) 
     for stmt in body:
         walk(stmt, False)
     local = frozenset(bound - declared_global - declared_nonlocal)
-    return _Scope("function", local=local, declared_global=declared_global)
+    name = getattr(node, "name", "<lambda>")
+    return _Scope("function", name=name, local=local, declared_global=declared_global)
 
 
 class _CellVisitor(ast.NodeVisitor):
@@ -296,6 +337,12 @@ class _CellVisitor(ast.NodeVisitor):
         self._function: str | None = None  # the top-level function whose body is visited
         self.magics: dict[str, None] = {}
         self.files: dict[FileRead, None] = {}
+        self.top_binds: dict[str, None] = {}  # names bound outside any function
+        self.function_globals: dict[tuple[str, tuple[str, ...]], None] = {}
+        self.top_level_await: int | None = None
+        self.loops_over: dict[str, None] = {}
+        self.unpicklable: dict[str, None] = {}
+        self._statement: ast.stmt | None = None  # the cell's top-level statement being visited
         #: Module-level names the cell last bound to a string literal (``path = "a.csv"``).
         self.literals: dict[str, str] = {}
         self.lazy_annotations = False  # `from __future__ import annotations`
@@ -346,6 +393,8 @@ class _CellVisitor(ast.NodeVisitor):
         scope = self._target(walrus)
         if scope.kind == "module" or name in scope.declared_global:
             self.binds.setdefault(name)
+            if not self._in_function():
+                self.top_binds.setdefault(name)
             self.literals.pop(name, None)
             if self.module.state is not None:
                 self.module.state.add(name)
@@ -361,7 +410,22 @@ class _CellVisitor(ast.NodeVisitor):
         elif scope.kind == "class" and scope.state is not None:
             scope.state.discard(name)
 
+    def _in_function(self) -> bool:
+        """Whether the code visited now is in a function's body (binding a global only if
+        that function is called)."""
+        scope: _Scope | None = self.scope
+        while scope is not None and scope.kind != "function":
+            scope = scope.parent
+        return scope is not None
+
     # -- flow ----------------------------------------------------------------------------------
+
+    def visit_cell(self, body: Sequence[ast.stmt]) -> None:
+        """Visit a cell's top-level statements, each known as such while it is visited."""
+        for stmt in body:
+            self._statement = stmt
+            self._visit_body([stmt])
+        self._statement = None
 
     def _visit_body(self, body: Sequence[ast.AST]) -> None:
         for stmt in body:
@@ -416,11 +480,25 @@ class _CellVisitor(ast.NodeVisitor):
             self.visit(target)
             if isinstance(node.value, ast.Lambda):
                 self._lambda_name(target)
+        if node is self._statement:
+            self._note_unpicklable(node)
         literal = _string(node.value)
         if literal is not None and self.scope is self.module:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     self.literals[target.id] = literal
+
+    def _note_unpicklable(self, node: ast.Assign) -> None:
+        """``NAME = (generator expression)`` or ``NAME = open(...)``: a value no pickle carries."""
+        (target, *more), value = node.targets, node.value
+        opened = (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "open"
+        )
+        unpicklable = opened or isinstance(value, ast.GeneratorExp)
+        if not more and isinstance(target, ast.Name) and unpicklable:
+            self.unpicklable.setdefault(target.id)
 
     def _lambda_name(self, target: ast.AST) -> None:
         if self.scope is self.module and isinstance(target, ast.Name):
@@ -487,9 +565,30 @@ class _CellVisitor(ast.NodeVisitor):
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
+        if node is self._statement:
+            source = node.iter
+            if (
+                isinstance(source, ast.Call)
+                and isinstance(source.func, ast.Attribute)
+                and source.func.attr in ("items", "values")
+            ):
+                source = source.func.value
+            if isinstance(source, ast.Name):
+                self.loops_over.setdefault(source.id)
+        if isinstance(node, ast.AsyncFor):
+            self._await(node)
         self._loop(node)
 
     visit_AsyncFor = visit_For
+
+    def visit_Await(self, node: ast.Await) -> None:
+        self._await(node)
+        self.generic_visit(node)
+
+    def _await(self, node: ast.expr | ast.stmt) -> None:
+        """Note a top-level ``await`` (not in a function or class body)."""
+        if self.top_level_await is None and self._flow() is self.module:
+            self.top_level_await = node.lineno
 
     def visit_While(self, node: ast.While) -> None:
         self.visit(node.test)
@@ -516,6 +615,8 @@ class _CellVisitor(ast.NodeVisitor):
         self._branches(lambda: self._visit_body(node.body), lambda: self._visit_body(node.orelse))
 
     def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        if isinstance(node, ast.AsyncWith):
+            self._await(node)
         for item in node.items:
             self.visit(item.context_expr)
             if item.optional_vars is not None:
@@ -600,6 +701,14 @@ class _CellVisitor(ast.NodeVisitor):
     def visit_Global(self, node: ast.Global) -> None:
         if self.scope is not self.module:
             self.scope.declared_global.update(node.names)
+        functions: list[str] = []
+        scope: _Scope | None = self.scope
+        while scope is not None:
+            if scope.kind == "function":
+                functions.insert(0, scope.name)
+            scope = scope.parent
+        for function in functions:
+            self.function_globals.setdefault((function, tuple(node.names)))
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -660,6 +769,8 @@ class _CellVisitor(ast.NodeVisitor):
 
     def _comprehension(self, node: ast.AST, results: Sequence[ast.expr]) -> None:
         generators: list[ast.comprehension] = node.generators  # type: ignore[attr-defined]
+        if any(g.is_async for g in generators):
+            self._await(node)  # type: ignore[arg-type]
         self.visit(generators[0].iter)  # evaluated in the enclosing scope
         targets = {n.id for g in generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
         flow = self._flow()
@@ -720,9 +831,9 @@ class _CellVisitor(ast.NodeVisitor):
             for argument in [*node.args, *(k.value for k in node.keywords)]:
                 if isinstance(argument, (ast.Name, ast.Starred)):
                     self._mutate(argument, by_function=False)
-        shell_call = _shell_call(node)
-        if shell_call is not None:
-            self._shell(*shell_call)
+        call = ipython_call(node)
+        if call is not None and call[1]:
+            self._shell(_SHELL_METHODS[call[0]], call[1])
             return
         read = file_read(node)
         if read is not None:
@@ -896,21 +1007,31 @@ _READERS = frozenset(
 _PATH_READERS = frozenset({"read_text", "read_bytes", "open"})
 
 
-def _shell_call(node: ast.Call) -> tuple[str, list[str]] | None:
-    """``("%", ["time", "x = f()"])`` for ``get_ipython().run_line_magic("time", "x = f()")``."""
-    func = node.func
+def is_get_ipython(node: ast.AST) -> bool:
+    """Whether ``node`` is the call ``get_ipython()``, by which Python reaches IPython's shell."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "get_ipython"
+    )
+
+
+def ipython_call(node: ast.AST) -> tuple[str, list[str]] | None:
+    """``("run_line_magic", ["time", "x = f()"])`` for IPython's transformed syntax,
+    ``get_ipython().run_line_magic("time", "x = f()")`` (also ``run_cell_magic``, ``system``,
+    ``getoutput``): the method and its arguments, all string literals; None for any other call,
+    such as one with computed arguments (``get_ipython()`` used as an object)."""
     if not (
-        isinstance(func, ast.Attribute)
-        and func.attr in _SHELL_METHODS
-        and isinstance(func.value, ast.Call)
-        and isinstance(func.value.func, ast.Name)
-        and func.value.func.id == "get_ipython"
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _SHELL_METHODS
+        and is_get_ipython(node.func.value)
     ):
         return None
-    args = [_string(a) for a in node.args]
-    if not args or any(a is None for a in args):
+    args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    if len(args) != len(node.args) or node.keywords:
         return None
-    return _SHELL_METHODS[func.attr], [a for a in args if a is not None]
+    return node.func.attr, args
 
 
 def _statement(line: str, valued_options: str) -> str:
@@ -1014,15 +1135,68 @@ def analyze_cell(source: str, transform: Callable[[str], str] | None = None) -> 
     >>> a.inputs, a.outputs, a.has_last_expr
     (('total', 'x', 'n'), ('total', 'mean'), False)
     """
+    tree = _parse(source)
+    visitor = _CellVisitor(transform)
+    visitor.visit_cell(tree.body)
+    has_last_expr = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
+    return _record(visitor, has_last_expr, has_last_expr and _ends_with_semicolon(source))
+
+
+def analyze_statements(
+    source: str,
+    transform: Callable[[str], str] | None = None,
+    *,
+    tree: ast.Module | None = None,
+) -> tuple[CellAnalysis, ...]:
+    """Analyse each top-level statement of a cell alone, as :func:`analyze_cell` would analyse
+    the cell made of that statement only (so a name an earlier statement binds is an input).
+
+    The source is parsed once (not at all when the caller gives its ``tree``, parsed from
+    ``source``); the exporter asks this what each statement reads and binds, for the
+    statements it moves or weighs one by one.
+
+    Returns
+    -------
+    tuple[CellAnalysis, ...]
+        One record per top-level statement, in order; ``has_last_expr`` says the statement is
+        an expression, ``last_expr_silenced`` that ``;`` follows it.
+
+    Raises
+    ------
+    SyntaxError
+        The source does not compile, as for :func:`analyze_cell`.
+    """
+    tree = _parse(source) if tree is None else tree
+    lines = source.splitlines()
+    records = []
+    for stmt in tree.body:
+        visitor = _CellVisitor(transform)
+        visitor.visit_cell([stmt])
+        expression = isinstance(stmt, ast.Expr)
+        silenced = expression and _followed_by_semicolon(lines, stmt)
+        records.append(_record(visitor, expression, silenced))
+    return tuple(records)
+
+
+def _parse(source: str) -> ast.Module:
+    """The cell's syntax tree, once it is known to compile (top-level ``await`` allowed)."""
     try:
         tree = ast.parse(source)
     except ValueError as e:  # null bytes, before Python 3.12
         raise SyntaxError(str(e)) from None
     compile(tree, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-    visitor = _CellVisitor(transform)
-    visitor._visit_body(tree.body)
+    return tree
+
+
+def _followed_by_semicolon(lines: list[str], stmt: ast.stmt) -> bool:
+    """Whether ``;`` follows the statement on its last line."""
+    line = lines[(stmt.end_lineno or stmt.lineno) - 1].encode()  # offsets count UTF-8 bytes
+    return line[stmt.end_col_offset or 0 :].lstrip().startswith(b";")
+
+
+def _record(visitor: _CellVisitor, has_last_expr: bool, silenced: bool) -> CellAnalysis:
+    """The frozen record of what a visitor collected over a cell."""
     final = visitor.module.state or set()
-    has_last_expr = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
     return CellAnalysis(
         inputs=tuple(visitor.reads),
         outputs=tuple(visitor.binds),
@@ -1037,6 +1211,13 @@ def analyze_cell(source: str, transform: Callable[[str], str] | None = None) -> 
         ),
         magics=tuple(visitor.magics),
         files=tuple(visitor.files),
+        maybe_unbound=tuple(
+            name for name in visitor.binds if name not in final or name not in visitor.top_binds
+        ),
+        function_globals=tuple(visitor.function_globals),
+        top_level_await=visitor.top_level_await,
+        loops_over=tuple(visitor.loops_over),
+        unpicklable=tuple(visitor.unpicklable),
         has_last_expr=has_last_expr,
-        last_expr_silenced=has_last_expr and _ends_with_semicolon(source),
+        last_expr_silenced=silenced,
     )

@@ -64,6 +64,15 @@ def test_unused_outputs_are_returned_and_loop_targets_only_when_read():
     assert tasks(wf)[0][2] == ("total", "unused", "j")
 
 
+def test_unread_outputs_are_returned_only_where_every_path_binds_them():
+    wf = plan(
+        "c = True",
+        "%%task\nif c:\n    a = 1\nelse:\n    a = 2\nif c:\n    b = 1\nd = 1\ndel d\ne = 1",
+        "print(c)",
+    )
+    assert tasks(wf)[0][2] == ("a", "e")
+
+
 def test_imports():
     wf = plan(
         "%load_ext taskcell",
@@ -281,10 +290,11 @@ def test_history_reads_are_noted():
             r"cell 1 .*bump\(\) declares `global n`",
         ),
         (["import asyncio", "await asyncio.sleep(0)"], r"cell 2 .*top-level `await` \(line 1\)"),
+        (["x = 1\nvs = [v async for v in agen()]"], r"cell 1 .*top-level `await` \(line 2\)"),
         (["%%task --env nope\nx = 1"], r"cell 1 .*--env 'nope' is not a defined environment"),
         (["%%task tiny_task\nx = 1"], r"cell 1 .*preset= 'tiny_task' is not a known preset"),
     ],
-    ids=["expression-name", "global", "await", "env", "preset"],
+    ids=["expression-name", "global", "await", "async-comprehension", "env", "preset"],
 )
 def test_refusals_name_the_cell(cells, message):
     with pytest.raises(ExportError, match=message):

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
-from taskcell.runner.analysis import CellAnalysis, FileRead, analyze_cell
+from taskcell.runner.analysis import (
+    CellAnalysis,
+    FileRead,
+    analyze_cell,
+    analyze_statements,
+    ipython_call,
+    is_get_ipython,
+)
 
 A = CellAnalysis
 
@@ -20,11 +29,15 @@ CASES = [
     ),
     ("del-reads", "del x", A(inputs=("x",), deleted=("x",))),
     ("del-then-rebind", "x = 1\ndel x\nx = 2", A(outputs=("x",))),
-    ("bind-then-del", "t = f()\ndel t", A(inputs=("f",), outputs=("t",), deleted=("t",))),
+    (
+        "bind-then-del",
+        "t = f()\ndel t",
+        A(inputs=("f",), outputs=("t",), deleted=("t",), maybe_unbound=("t",)),
+    ),
     (
         "conditional-del",
         "x = 1\nif c:\n    del x",
-        A(inputs=("c",), outputs=("x",), deleted=("x",)),
+        A(inputs=("c",), outputs=("x",), deleted=("x",), maybe_unbound=("x",)),
     ),
     (
         "attribute-and-subscript-targets",
@@ -35,7 +48,7 @@ CASES = [
     (
         "if-one-branch",
         "if c:\n    x = 1\nprint(x)",
-        A(inputs=("c", "x"), outputs=("x",), has_last_expr=True),
+        A(inputs=("c", "x"), outputs=("x",), has_last_expr=True, maybe_unbound=("x",)),
     ),
     (
         "if-both-branches",
@@ -50,12 +63,17 @@ CASES = [
     (
         "for-loop",
         "for i in items:\n    total = i\nout = (i, total)",
-        A(inputs=("items", "i", "total"), outputs=("i", "total", "out")),
+        A(
+            inputs=("items", "i", "total"),
+            outputs=("i", "total", "out"),
+            maybe_unbound=("i", "total"),
+            loops_over=("items",),
+        ),
     ),
     (
         "read-before-bind-in-loop",
         "for i in r:\n    acc = acc + i\n",
-        A(inputs=("r", "acc"), outputs=("i", "acc")),
+        A(inputs=("r", "acc"), outputs=("i", "acc"), maybe_unbound=("i", "acc"), loops_over=("r",)),
     ),
     (
         "while-true-break",
@@ -65,12 +83,17 @@ CASES = [
     (
         "for-else",
         "for i in r:\n    pass\nelse:\n    done = 1\nz = done",
-        A(inputs=("r",), outputs=("i", "done", "z")),
+        A(inputs=("r",), outputs=("i", "done", "z"), maybe_unbound=("i",), loops_over=("r",)),
     ),
     (
         "break-skips-else",
         "for i in r:\n    if i:\n        break\nelse:\n    done = 1\nz = done",
-        A(inputs=("r", "done"), outputs=("i", "done", "z")),
+        A(
+            inputs=("r", "done"),
+            outputs=("i", "done", "z"),
+            maybe_unbound=("i", "done"),
+            loops_over=("r",),
+        ),
     ),
     (
         "with-as",
@@ -80,7 +103,7 @@ CASES = [
     (
         "try-except-as",
         "try:\n    r = f()\nexcept KeyError as e:\n    r = str(e)\nres = r",
-        A(inputs=("f",), outputs=("r", "e", "res"), deleted=("e",)),
+        A(inputs=("f",), outputs=("r", "e", "res"), deleted=("e",), maybe_unbound=("e",)),
     ),
     (
         "try-finally",
@@ -90,12 +113,12 @@ CASES = [
     (
         "walrus",
         "if (n := len(xs)) > 3:\n    m = n",
-        A(inputs=("xs",), outputs=("n", "m")),
+        A(inputs=("xs",), outputs=("n", "m"), maybe_unbound=("m",)),
     ),
     (
         "walrus-behind-or",
         "ok = a or (b := 2)\nc = b",
-        A(inputs=("a", "b"), outputs=("b", "ok", "c")),
+        A(inputs=("a", "b"), outputs=("b", "ok", "c"), maybe_unbound=("b",)),
     ),
     (
         "match-captures",
@@ -104,12 +127,16 @@ CASES = [
         "    case {'k': v, **kw}:\n        r = v\n"
         "    case _:\n        r = None\n"
         "q = r",
-        A(inputs=("p", "Point"), outputs=("yy", "r", "a", "rest", "v", "kw", "q")),
+        A(
+            inputs=("p", "Point"),
+            outputs=("yy", "r", "a", "rest", "v", "kw", "q"),
+            maybe_unbound=("yy", "a", "rest", "v", "kw"),
+        ),
     ),
     (
         "match-without-default",
         "match p:\n    case 1:\n        r = 1\ns = r",
-        A(inputs=("p", "r"), outputs=("r", "s")),
+        A(inputs=("p", "r"), outputs=("r", "s"), maybe_unbound=("r",)),
     ),
     # -- scopes ------------------------------------------------------------------------------
     (
@@ -125,7 +152,7 @@ CASES = [
     (
         "walrus-in-comprehension",
         "hits = [y for x in xs if (y := f(x))]\nlast = y",
-        A(inputs=("xs", "f", "y"), outputs=("y", "hits", "last")),
+        A(inputs=("xs", "f", "y"), outputs=("y", "hits", "last"), maybe_unbound=("y",)),
     ),
     (
         "function-reads-global",
@@ -160,6 +187,8 @@ CASES = [
             outputs=("bump", "counter", "seen"),
             functions=("bump",),
             mutated=("counter",),
+            maybe_unbound=("counter", "seen"),
+            function_globals=(("bump", ("counter", "seen")),),
         ),
     ),
     (
@@ -239,7 +268,11 @@ CASES = [
     ),
     ("two-statements-on-a-line", "v;w", A(inputs=("v", "w"), has_last_expr=True)),
     ("empty", "# only a comment\n", A()),
-    ("top-level-await", "r = await fetch()", A(inputs=("fetch",), outputs=("r",))),
+    (
+        "top-level-await",
+        "r = await fetch()",
+        A(inputs=("fetch",), outputs=("r",), top_level_await=1),
+    ),
 ]
 
 
@@ -376,3 +409,132 @@ FILE_CASES = [
 )
 def test_files_the_cell_reads(source: str, files: tuple[FileRead, ...]) -> None:
     assert analyze_cell(source).files == files
+
+
+# -- what the exporter asks of the analysis --------------------------------------------------
+
+
+def test_each_statement_alone() -> None:
+    statements = analyze_statements(
+        "a = 1\nb = a + c\nif c:\n    d = b\nprint(e := 2);\nfor m in ms: m.fit(X)"
+    )
+    assert [s.inputs for s in statements] == [(), ("a", "c"), ("c", "b"), (), ("ms", "X")]
+    assert [s.outputs for s in statements] == [("a",), ("b",), ("d",), ("e",), ("m",)]
+    assert statements[2].maybe_unbound == ("d",)
+    assert [(s.has_last_expr, s.last_expr_silenced) for s in statements][3:] == [
+        (True, True),
+        (False, False),
+    ]
+    assert statements[4] == analyze_cell("for m in ms: m.fit(X)")
+
+
+def test_statements_share_a_line_yet_are_analysed_alone() -> None:
+    first, second = analyze_statements("x = y; z = x")
+    assert (first.inputs, first.outputs) == (("y",), ("x",))
+    assert (second.inputs, second.outputs) == (("x",), ("z",))
+
+
+@pytest.mark.parametrize("source", ["x = = 1", "return 1", "a\x00b"])
+def test_statements_of_bad_code_raise_syntax_error(source: str) -> None:
+    with pytest.raises(SyntaxError):
+        analyze_statements(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "maybe_unbound"),
+    [
+        ("if c:\n    x = 1\nelse:\n    x = 2", ()),
+        ("with open(p) as fh:\n    data = fh.read()", ()),
+        ("x = 1\ndel x", ("x",)),
+        ("ok = f() and (y := 1)", ("y",)),
+        ("def f():\n    global g\n    g = 1", ("g",)),
+        ("g = 0\ndef f():\n    global g\n    g = 1", ()),
+    ],
+    ids=["both-branches", "with-body", "deleted", "walrus-behind-and", "global-only", "bound-too"],
+)
+def test_outputs_the_cell_may_finish_without(source: str, maybe_unbound: tuple[str, ...]) -> None:
+    assert analyze_cell(source).maybe_unbound == maybe_unbound
+
+
+def test_global_declarations_under_every_function_they_are_in() -> None:
+    source = (
+        "global top\n"  # at the top level: nothing to report
+        "class C:\n"
+        "    def m(self):\n"
+        "        global a\n"
+        "def outer():\n"
+        "    def inner():\n"
+        "        global b, c\n"
+        "    global d\n"
+    )
+    assert analyze_cell(source).function_globals == (
+        ("m", ("a",)),
+        ("outer", ("d",)),
+        ("outer", ("b", "c")),
+        ("inner", ("b", "c")),
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        ("x = 1\nr = await fetch()", 2),
+        ("async for v in stream():\n    pass", 1),
+        ("import x\nasync with lock:\n    pass", 2),
+        ("vs = [v async for v in stream()]", 1),
+        ("ys = [await g(x) for x in xs]\nawait h()", 1),
+        ("async def f():\n    await g()\nlambda: 1", None),
+        ("class C:\n    async def m(self):\n        await g()", None),
+    ],
+    ids=["await", "async-for", "async-with", "async-comprehension", "first", "function", "method"],
+)
+def test_the_first_top_level_await(source: str, line: int | None) -> None:
+    assert analyze_cell(source).top_level_await == line
+
+
+@pytest.mark.parametrize(
+    ("source", "loops_over"),
+    [
+        ("for m in models:\n    m.fit(X)", ("models",)),
+        ("for k, v in d.items():\n    v.x = k\nfor v in e.values():\n    pass", ("d", "e")),
+        ("for i in range(3):\n    pass\nfor x in a.b:\n    pass", ()),
+        ("if c:\n    for m in models:\n        pass", ()),
+        ("def f():\n    for m in models:\n        pass", ()),
+    ],
+    ids=["name", "items-and-values", "not-a-name", "nested-in-a-block", "in-a-function"],
+)
+def test_names_top_level_loops_run_over(source: str, loops_over: tuple[str, ...]) -> None:
+    assert analyze_cell(source).loops_over == loops_over
+
+
+@pytest.mark.parametrize(
+    ("source", "unpicklable"),
+    [
+        ("g = (x for x in xs)\nfh = open('a')\nn = len(xs)", ("g", "fh")),
+        ("a, b = (x for x in xs), open('a')\nc = d = open('b')", ()),
+        ("if c:\n    g = (x for x in xs)\ndef f():\n    h = open('a')", ()),
+        ("fh = io.open('a')\nl = [x for x in xs]", ()),
+    ],
+    ids=["generator-and-file", "not-one-name", "not-top-level", "not-open-nor-a-generator"],
+)
+def test_names_bound_to_values_no_pickle_carries(source: str, unpicklable: tuple[str, ...]) -> None:
+    assert analyze_cell(source).unpicklable == unpicklable
+
+
+@pytest.mark.parametrize(
+    ("source", "call"),
+    [
+        ("get_ipython().run_line_magic('time', 'x = 1')", ("run_line_magic", ["time", "x = 1"])),
+        ("get_ipython().system('ls')", ("system", ["ls"])),
+        ("get_ipython().run_line_magic('time', line)", None),
+        ("get_ipython().system('ls', depth=1)", None),
+        ("get_ipython().user_ns", None),
+        ("shell().system('ls')", None),
+    ],
+    ids=["line-magic", "system", "computed-argument", "keyword", "not-a-call", "not-ipython"],
+)
+def test_ipython_calls_are_recognised(source: str, call: tuple[str, list[str]] | None) -> None:
+    node = ast.parse(source, mode="eval").body
+    assert ipython_call(node) == call
+    assert is_get_ipython(node) is False
+    assert any(is_get_ipython(n) for n in ast.walk(node)) == source.startswith("get_ipython")
