@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return worker(argv[1:])
     if argv[:1] == ["export"]:
-        from taskcell.export.cli import main as export
+        from taskcell.export.command import main as export
 
         return export(argv[1:])
     args = parser.parse_args(argv)

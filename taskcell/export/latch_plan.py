@@ -68,7 +68,7 @@ class Param:
     default: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LatchTask:
     """One task of the workflow: a ``%%task`` cell (``step``) or the rest of a code cell."""
 
@@ -87,7 +87,7 @@ class LatchTask:
     """The bundles it takes (see :class:`_Bundle`), with the names each holds."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LatchPlan:
     """What the ``latch`` target renders.
 
@@ -348,7 +348,13 @@ class _Planner:
             if not self._read_after(i, name) and is_known(self.types[name])
         )
         params = tuple(self.params.values())
-        return LatchPlan(tuple(self.module_code), params, tuple(tasks), tuple(body), outputs)
+        return LatchPlan(
+            module_code=tuple(self.module_code),
+            params=params,
+            tasks=tuple(tasks),
+            body=tuple(body),
+            outputs=outputs,
+        )
 
     def _last_bindings(self) -> dict[str, int]:
         """For each name, the last step that binds it."""
@@ -388,13 +394,13 @@ class _Planner:
             if n in inputs and n not in analysis.outputs and self.types[n].kind not in IMMUTABLE
         ]
         task = _Draft(
-            self.namer.fresh(f"cell_{step.cell.number}"),
-            step.cell,
-            code,
-            inputs,
-            [*changed, *analysis.outputs],
-            [*step.imports, *needed],
-            frozenset(analysis.outputs),
+            function=self.namer.fresh(f"cell_{step.cell.number}"),
+            cell=step.cell,
+            code=code,
+            inputs=inputs,
+            outputs=[*changed, *analysis.outputs],
+            imports=[*step.imports, *needed],
+            rebound=frozenset(analysis.outputs),
         )
         made = self._make(i, task, tree, own_imports, None, step.changes_state)
         self.travelling.update(self.staying.get(i, {}))
@@ -404,13 +410,13 @@ class _Planner:
         """A ``%%task`` cell's task: its inputs less the names now at the module's top."""
         inputs = [p for p in step.params if p not in self.module_names]
         task = _Draft(
-            step.function,
-            step.cell,
-            step.body,
-            inputs,
-            list(step.returns),
-            step.local_imports,
-            frozenset(step.returns) - set(step.updates),
+            function=step.function,
+            cell=step.cell,
+            code=step.body,
+            inputs=inputs,
+            outputs=list(step.returns),
+            imports=step.local_imports,
+            rebound=frozenset(step.returns) - set(step.updates),
         )
         return self._make(i, task, ast.parse(step.body), {}, step, step.changes_state)
 
@@ -466,16 +472,16 @@ class _Planner:
         takes_state = self.state_given
         self.state_given = self.state_given or changes_state
         return LatchTask(
-            draft.function,
-            draft.cell.label,
-            params,
-            tuple(returns),
-            code,
-            imports,
-            step,
-            takes_state,
-            changes_state,
-            tuple((name, tuple(members)) for name, members in received_members.items()),
+            function=draft.function,
+            label=draft.cell.label,
+            params=params,
+            returns=tuple(returns),
+            code=code,
+            imports=imports,
+            step=step,
+            takes_state=takes_state,
+            gives_state=changes_state,
+            bundles=tuple((name, tuple(members)) for name, members in received_members.items()),
         )
 
     def _rebinds(self, inputs: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -538,7 +544,7 @@ def _share(code: str, tree: ast.Module, names: list[str]) -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Draft:
     """A task before its types: what it is called, reads, may return and imports, and which
     of its outputs it binds anew (the others it changes in place)."""

@@ -68,7 +68,7 @@ class EnvironmentDef:
     cell: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cell:
     """One notebook cell as the exporter sees it.
 
@@ -252,7 +252,7 @@ class _Reader:
     def read(self, kind: str) -> Cell:
         if kind != "code":
             # Raw cells are not run by the kernel; they are kept as text like markdown.
-            return Cell(self.number, "markdown", self.source)
+            return Cell(number=self.number, kind="markdown", source=self.source)
         lines = self.source.splitlines()
         while lines and not lines[0].strip():
             lines.pop(0)
@@ -268,12 +268,12 @@ class _Reader:
         plain = self._plain(body) if not wrappers else None
         if plain is not None:  # plain Python: analysed once, read no further
             return Cell(
-                self.number,
-                "task" if task is not None else "code",
-                self.source,
-                body,
-                plain,
-                task,
+                number=self.number,
+                kind="task" if task is not None else "code",
+                source=self.source,
+                code=body,
+                analysis=plain,
+                task=task,
                 notes=tuple(self.notes),
                 problems=tuple(self.problems),
             )
@@ -286,16 +286,16 @@ class _Reader:
         if self.roles and not self.problems:
             analysis = self._with_magic_reads(analysis, wrappers, body)
         return Cell(
-            self.number,
-            "task" if task is not None else "code",
-            self.source,
-            code,
-            analysis,
-            task,
-            tuple(self.envs),
-            tuple(self.notes),
-            tuple(self.problems),
-            tuple(dict.fromkeys(self.roles)),
+            number=self.number,
+            kind="task" if task is not None else "code",
+            source=self.source,
+            code=code,
+            analysis=analysis,
+            task=task,
+            environments=tuple(self.envs),
+            notes=tuple(self.notes),
+            problems=tuple(self.problems),
+            roles=tuple(dict.fromkeys(self.roles)),
         )
 
     def _plain(self, body: str) -> CellAnalysis | None:

@@ -25,7 +25,7 @@ __all__ = ["TaskRequest", "dynamic_fields", "expression", "resolve_request"]
 expression = functools.lru_cache(maxsize=4096)(Expression)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskRequest:
     """A task cell's request.
 

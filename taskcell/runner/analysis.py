@@ -120,7 +120,7 @@ class FileRead:
     name: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellAnalysis:
     """What one cell reads from and writes to the notebook's global namespace.
 
@@ -216,7 +216,7 @@ State = set[str] | None
 """Names bound on every path reaching a point of a module or class body; None if no path does."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Scope:
     kind: ScopeKind
     parent: _Scope | None = None
@@ -315,7 +315,7 @@ def _function_locals(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) 
         walk(stmt, False)
     local = frozenset(bound - declared_global - declared_nonlocal)
     name = getattr(node, "name", "<lambda>")
-    return _Scope("function", name=name, local=local, declared_global=declared_global)
+    return _Scope(kind="function", name=name, local=local, declared_global=declared_global)
 
 
 class _CellVisitor(ast.NodeVisitor):
@@ -323,7 +323,7 @@ class _CellVisitor(ast.NodeVisitor):
 
     def __init__(self, transform: Callable[[str], str] | None = None) -> None:
         self.transform = transform
-        self.module = _Scope("module")
+        self.module = _Scope(kind="module")
         self.scope = self.module
         self.reads: dict[str, None] = {}
         self.binds: dict[str, None] = {}
@@ -760,7 +760,7 @@ class _CellVisitor(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._def_time(node)
         outer = self.scope
-        self.scope = _Scope("class", parent=outer)
+        self.scope = _Scope(kind="class", parent=outer)
         self._visit_body(node.body)
         self.scope = outer
         self._bind(node.name)
@@ -776,7 +776,7 @@ class _CellVisitor(ast.NodeVisitor):
         flow = self._flow()
         start = _copy(flow.state)
         outer = self.scope
-        self.scope = _Scope("comprehension", parent=outer, local=frozenset(targets))
+        self.scope = _Scope(kind="comprehension", parent=outer, local=frozenset(targets))
         for i, generator in enumerate(generators):
             if i:
                 self.visit(generator.iter)

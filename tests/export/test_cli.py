@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from taskcell.export import MARKER, ExportError, OverwriteError, export_file, write_module
-from taskcell.export.cli import main
+from taskcell.export.command import main
 from taskcell.export.nbconvert_exporter import TaskcellExporter
 
 from .conftest import notebook
