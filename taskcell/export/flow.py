@@ -213,6 +213,19 @@ class Workflow:
         return Namer(taken)
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Takes:
+    """What a task step takes: its parameters, the imports it starts with, the names whose
+    values a call needs at once, the steps it comes after, and the names the notebook's
+    functions it takes change in place (name -> function)."""
+
+    params: list[str]
+    local_imports: tuple[str, ...]
+    needs: tuple[str, ...]
+    after: tuple[int, ...]
+    changed_through: Mapping[str, str]
+
+
 @dataclass(kw_only=True)
 class _Binding:
     """What the driver holds under a name at a point of the notebook."""
@@ -602,25 +615,64 @@ class _Planner:
         self._unbind(analysis.deleted)
 
     def _task(self, cell: Cell, tree: ast.Module) -> None:
+        """A ``%%task`` cell as a task step: its request, the values it takes and those it gives
+        back; a problem found on the way is named and the cell left out."""
+        request = self._task_request(cell)
+        takes = self._takes(cell, request) if request is not None else None
+        if request is None or takes is None:
+            return
+        updates, returns, types = self._gives(cell, tree, takes)
+        assert cell.task is not None
+        preferred = cell.task.name or (
+            f"compute_{returns[0]}" if returns else f"cell_{cell.number}"
+        )
+        analysis, state = cell.analysis, self.state
+        position = len(self.steps)
+        self.steps.append(
+            TaskStep(
+                cell=cell,
+                function=self.namer.fresh(preferred, f"{preferred}_task"),
+                params=tuple(takes.params),
+                returns=(*updates, *returns),
+                body=self._code(cell, tree, []),
+                request=request,
+                updates=updates,
+                local_imports=takes.local_imports,
+                needs=takes.needs,
+                deletes=tuple(
+                    n for n in analysis.deleted if n in state and n not in analysis.outputs
+                ),
+                after=takes.after,
+                environment=self.env_defs.get(request.env) if request.env is not None else None,
+                changes_state=self._changes_state(cell),
+                types=types,
+            )
+        )
+        self._bind_results(cell, updates, returns, types, position)
+
+    def _task_request(self, cell: Cell) -> TaskRequest | None:
+        """The cell's request, checked against the platform; None when it has a problem."""
         try:
             request = self._request(cell)
         except ExportError as e:
             self.problems.append(str(e))
-            return
-        environment = self.env_defs.get(request.env) if request.env is not None else None
-        if environment is not None:
-            self.used_envs[environment] = None
+            return None
+        if request.env is not None and request.env in self.env_defs:
+            self.used_envs[self.env_defs[request.env]] = None
         if self.platform:
             try:
                 checks.check_platform(cell, request, self.platform)
             except ExportError as e:
                 self.problems.append(str(e))
-        analysis = cell.analysis
-        state, module_globals = self.state, self.module_globals
+        return request
 
+    def _takes(self, cell: Cell, request: TaskRequest) -> _Takes | None:
+        """What the task takes: the names it reads, those its resource expressions read, and
+        the notebook functions' values they need; None when one cannot be given to it."""
+        state, module_globals = self.state, self.module_globals
         params: list[str] = []
         local_imports: list[str] = []
-        for name in analysis.inputs:
+        for name in cell.analysis.inputs:
             binding = state.get(name)
             if name in module_globals or binding is None:
                 continue  # a module global, or unbound here (the cell fails as in the notebook)
@@ -638,7 +690,7 @@ class _Planner:
                     f"{cell.label}: --{field} {request.dynamic[field]!r} reads {name!r}, which "
                     f"no cell before it binds"
                 )
-                return
+                return None
             if name not in params:
                 params.append(name)
         self._check_travel(cell, params)
@@ -656,7 +708,7 @@ class _Planner:
                 f"{', '.join(names)} to {function}() as arguments"
                 for function, names in by_function.items()
             ]
-            return
+            return None
         if self.target == "dask":  # one pickle carries the function and the name: one object
             params += [name for name in changed_through if name not in params]
         needs = tuple(
@@ -669,19 +721,33 @@ class _Planner:
             for n in [*params, *needs]
             if n in state and state[n].kind == "future" and state[n].producer is not None
         }
+        return _Takes(
+            params=params,
+            local_imports=tuple(dict.fromkeys(local_imports)),
+            needs=needs,
+            after=tuple(sorted(a for a in after if a is not None)),
+            changed_through=changed_through,
+        )
 
+    def _gives(
+        self, cell: Cell, tree: ast.Module, takes: _Takes
+    ) -> tuple[tuple[str, ...], list[str], dict[str, Type]]:
+        """What the task gives back: the notebook's objects it changes in place (updates), the
+        names it binds that the driver keeps (returns), and the types of both and of its
+        parameters."""
+        analysis = cell.analysis
         only = self.imports[cell.number].only
-        types = {p: self.types.get(p, ANY) for p in params}
-        changed = dict.fromkeys([*analysis.mutated, *analysis.loops_over, *changed_through])
+        types = {p: self.types.get(p, ANY) for p in takes.params}
+        changed = dict.fromkeys([*analysis.mutated, *analysis.loops_over, *takes.changed_through])
         updates = tuple(
             n
             for n in changed
-            if n in params
+            if n in takes.params
             and n not in self.definitions
             and n not in self.clusters
             and types[n].kind not in IMMUTABLE
         )
-        outputs = [n for n in analysis.outputs if n not in module_globals and n not in only]
+        outputs = [n for n in analysis.outputs if n not in self.module_globals and n not in only]
         # A name no later cell reads comes back for main()'s results only where every path
         # through the cell binds it: a task fails returning an unbound name.
         unsure, generators = analysis.maybe_unbound, analysis.unpicklable
@@ -704,31 +770,20 @@ class _Planner:
         found = cell_types(tree, types, self.callables) if typed else {}
         for name in (*updates, *returns):
             types[name] = found.get(name, _changed(types.get(name, ANY)))
-        assert cell.task is not None
-        preferred = cell.task.name or (
-            f"compute_{returns[0]}" if returns else f"cell_{cell.number}"
-        )
-        position = len(self.steps)
-        self.steps.append(
-            TaskStep(
-                cell=cell,
-                function=self.namer.fresh(preferred, f"{preferred}_task"),
-                params=tuple(params),
-                returns=(*updates, *returns),
-                body=self._code(cell, tree, []),
-                request=request,
-                updates=updates,
-                local_imports=tuple(dict.fromkeys(local_imports)),
-                needs=needs,
-                deletes=tuple(
-                    n for n in analysis.deleted if n in state and n not in analysis.outputs
-                ),
-                after=tuple(sorted(a for a in after if a is not None)),
-                environment=environment,
-                changes_state=self._changes_state(cell),
-                types=types,
-            )
-        )
+        return updates, returns, types
+
+    def _bind_results(
+        self,
+        cell: Cell,
+        updates: tuple[str, ...],
+        returns: list[str],
+        types: Mapping[str, Type],
+        position: int,
+    ) -> None:
+        """What the driver holds after the task step at ``position``: futures of its results,
+        the modules it imported, nothing for the names it deleted."""
+        analysis, state = cell.analysis, self.state
+        only = self.imports[cell.number].only
         for name in (*updates, *analysis.outputs):
             if name in only and name not in self.hoisted:
                 import_text = self.imports[cell.number].names[name]

@@ -267,16 +267,7 @@ class _Reader:
         wrappers = [(name, line) for name, line in stack if name != "task"]
         plain = self._plain(body) if not wrappers else None
         if plain is not None:  # plain Python: analysed once, read no further
-            return Cell(
-                number=self.number,
-                kind="task" if task is not None else "code",
-                source=self.source,
-                code=body,
-                analysis=plain,
-                task=task,
-                notes=tuple(self.notes),
-                problems=tuple(self.problems),
-            )
+            return self._cell(body, plain, task)
         code = self._body(body, wrappers)
         if task is not None and self.envs:
             self.problems.append(
@@ -285,6 +276,10 @@ class _Reader:
         analysis = self._analyze(code)
         if self.roles and not self.problems:
             analysis = self._with_magic_reads(analysis, wrappers, body)
+        return self._cell(code, analysis, task)
+
+    def _cell(self, code: str, analysis: CellAnalysis, task: TaskLine | None) -> Cell:
+        """The code cell read: its code as it runs, and what was found reading it."""
         return Cell(
             number=self.number,
             kind="task" if task is not None else "code",
