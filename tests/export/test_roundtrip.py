@@ -130,7 +130,7 @@ def four_tasks(tmp_path_factory) -> Path:
 def met(module: Path, *args: str, env: dict[str, str] | None = None) -> int:
     done = subprocess.run(
         [sys.executable, str(module), *args],
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "TMPDIR": str(module.parent), **(env or {})},  # its mkdtemp()
         capture_output=True,
         text=True,
         timeout=120,

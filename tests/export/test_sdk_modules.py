@@ -172,7 +172,7 @@ def run_harness(python: Path, kind: str, folder: Path, *args: str) -> subprocess
         text=True,
         timeout=300,
         check=False,
-        env={**os.environ, "PYTHONPATH": ""},
+        env={**os.environ, "PYTHONPATH": "", "TMPDIR": str(folder)},  # the SDKs leave temp dirs
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return done
