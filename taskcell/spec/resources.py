@@ -393,7 +393,13 @@ class Resources:
 
     def without(self, *fields: str) -> Resources:
         """Return this request with ``fields`` unset: what is left once some fields are
-        computed elsewhere (an exported task's dynamic fields) or have no equivalent."""
+        computed elsewhere (an exported task's dynamic fields) or have no equivalent.
+
+        Examples
+        --------
+        >>> Resources(cpu=2, memory="8Gi", extra={"process": 1}).without("cpu", "extra")
+        Resources(memory='8Gi')
+        """
         return Resources(**{f: getattr(self, f) for f in FIELDS if f not in fields})
 
     def is_empty(self) -> bool:
