@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
 import threading
 from typing import Any
 
+from taskcell.cluster.sessions import forget_the_kernels_interrupt, popen_apart
 from taskcell.errors import ClusterError
 
 #: The name of the embedded cluster's ``SpecCluster``.
@@ -50,18 +50,11 @@ class EmbeddedCluster:
         Dask config (as :func:`worker_specs`), so this process need not import Dask first,
         and declines to start where that config names a scheduler."""
         spec = [] if workers is None else [json.dumps(workers)]
-        # Until the child has its own session an interrupt of the kernel reaches it too: it
-        # starts with SIGINT blocked, and lets go of one that came meanwhile (serve).
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "taskcell.cluster.embedded", *spec],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                start_new_session=True,
-            )
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        self.proc = popen_apart(
+            [sys.executable, "-m", "taskcell.cluster.embedded", *spec],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         self.n_workers = 0 if workers is None else len(workers)
         self._address: str | None = None
         self._ending = False
@@ -164,17 +157,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _forget_the_kernels_interrupt() -> None:
-    """Drop a SIGINT the kernel's process group got before this process left it (it starts
-    with SIGINT blocked), then take SIGINT as Python does, for the processes it starts."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # discards one pending
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
 def serve(workers: dict[str, dict[str, Any]] | None) -> None:
     """Run the cluster until stdin closes (the child's side of :class:`EmbeddedCluster`)."""
-    _forget_the_kernels_interrupt()
+    forget_the_kernels_interrupt()
     if workers is None:
         declined = _declined()
         if declined:

@@ -23,6 +23,7 @@ from typing import Any
 from distributed.deploy.spec import ProcessInterface
 
 from taskcell.cluster.pools import Pool
+from taskcell.cluster.sessions import popen_apart
 from taskcell.errors import SpecError
 from taskcell.spec import GPU
 
@@ -88,13 +89,12 @@ class LocalWorker(ProcessInterface):
     async def start(self) -> None:
         """Start the process; it connects on its own."""
         try:
-            self.proc = subprocess.Popen(
+            self.proc = popen_apart(
                 self.argv,
                 env={**os.environ, **self.env},
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
             )
         except OSError as e:
             raise RuntimeError(f"cannot run {self.argv[0]}: {e}") from None
