@@ -107,14 +107,8 @@ def test_bad_pools_are_refused_naming_the_pool_and_the_accepted_forms(entries, m
     assert message in str(caught.value)
 
 
-def live(address="tcp://small", nthreads=2, memory=4 * GIB, **resources):
-    return WorkerCapacity(
-        address=address,
-        name=address,
-        nthreads=nthreads,
-        memory_limit=memory,
-        resources=resources,
-    )
+#: The one live worker, small and without GPUs.
+SMALL = WorkerCapacity(address="tcp://small", name="tcp://small", nthreads=2, memory_limit=4 * GIB)
 
 
 def test_a_request_goes_to_the_first_pool_that_meets_it():
@@ -123,8 +117,8 @@ def test_a_request_goes_to_the_first_pool_that_meets_it():
         pool("a100x2"),
         pool("h100", gpu="H100:8", cpu=8, memory="8Gi"),
     ]
-    assert choose(Resources(gpu=1), [live()], pools, InfeasibleError("")).name == "a100x2"
-    assert choose(Resources(cpu=12), [live()], pools, InfeasibleError("")).name == "cpu"
+    assert choose(Resources(gpu=1), [SMALL], pools, InfeasibleError("")).name == "a100x2"
+    assert choose(Resources(cpu=12), [SMALL], pools, InfeasibleError("")).name == "cpu"
     assert choose(Resources(gpu="H100:2"), [], pools, InfeasibleError("")).name == "h100"
 
 
@@ -132,13 +126,13 @@ def test_memory_beyond_a_pools_shape_is_a_shortfall_even_where_no_live_worker_re
     with pytest.raises(
         InfeasibleError, match=r"pool a100x2 \(local\): asks MEMORY=64 GiB, its workers have 32 GiB"
     ):
-        choose(Resources(gpu=1, memory="64Gi"), [live()], [pool()], InfeasibleError("none live."))
+        choose(Resources(gpu=1, memory="64Gi"), [SMALL], [pool()], InfeasibleError("none live."))
 
 
 def test_no_pool_fits_keeps_why_no_live_worker_can_and_names_each_pool():
     pools = [pool("cpu", cpu=16, memory="64Gi"), pool("a100x2")]
     with pytest.raises(InfeasibleError) as caught:
-        choose(Resources(gpu="H100:1"), [live()], pools, InfeasibleError("no live worker can."))
+        choose(Resources(gpu="H100:1"), [SMALL], pools, InfeasibleError("no live worker can."))
     assert str(caught.value) == (
         "no live worker can. No pool can start a worker that can either: "
         "pool cpu (local): asks GPU=1, its workers have 0, asks GPU-H100=1, its workers have 0; "
@@ -149,7 +143,7 @@ def test_no_pool_fits_keeps_why_no_live_worker_can_and_names_each_pool():
 def test_without_pools_the_original_error_stands():
     original = InfeasibleError("no live worker can.")
     with pytest.raises(InfeasibleError) as caught:
-        choose(Resources(gpu=1), [live()], [], original)
+        choose(Resources(gpu=1), [SMALL], [], original)
     assert caught.value is original
 
 
