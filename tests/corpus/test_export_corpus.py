@@ -109,7 +109,7 @@ def _start(path: Path, target: str, python: Path, folder: Path, address: str) ->
     module = folder / f"{path.stem.replace('-', '_')}_{target}.py"
     module.write_text(source)
     options = {"dask": ["--scheduler", address], "flyte": ["--local"], "latch": []}[target]
-    env = {**os.environ, "PYTHONPATH": "", "LOG_LEVEL": "error"}
+    env = {**os.environ, "PYTHONPATH": "", "LOG_LEVEL": "error", "TMPDIR": str(folder)}
     env.pop("DASK_SCHEDULER_ADDRESS", None)
     return subprocess.Popen(
         [str(python), str(module), *options],
