@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import dask.config
 
 from taskcell import config
-from taskcell.cluster import registry
+from taskcell.cluster import interruptible, registry
 from taskcell.cluster.embedded import EmbeddedCluster, worker_specs
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.errors import ClusterError, Interrupted
@@ -127,7 +127,7 @@ class Embedded:
         try:
             if not self._done.is_set() and on_wait is not None:
                 on_wait("waiting for the embedded cluster to start on this machine")
-            self._done.wait()
+            interruptible.wait(self._done)
         except KeyboardInterrupt:
             raise Interrupted(
                 "the embedded cluster was still starting; it goes on starting, and the next "

@@ -15,6 +15,8 @@ import sys
 import threading
 from typing import Any
 
+from taskcell.cluster import interruptible
+
 
 def load_ipython_extension(shell: Any) -> None:
     """Register the magics with ``shell`` (called by ``%load_ext taskcell``)."""
@@ -84,7 +86,7 @@ class _EarlyStart:
 
     def before_cell(self, info: Any = None) -> None:
         with contextlib.suppress(KeyboardInterrupt):  # the cell runs regardless
-            self.imported.wait()
+            interruptible.wait(self.imported)
         if self.imported.is_set():
             self.shell.events.unregister("pre_run_cell", self.before_cell)
 

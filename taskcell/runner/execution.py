@@ -15,6 +15,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from taskcell.cluster import interruptible
 from taskcell.cluster.connect import live_workers
 from taskcell.errors import CellError, ClusterError
 from taskcell.runner.cell_task import (
@@ -190,7 +191,7 @@ class BackgroundCell:
 
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the cell ends; its last value, or its error raised here."""
-        if not self._done.wait(timeout):
+        if not interruptible.wait(self._done, timeout):
             raise TimeoutError(f"task {self.key} still {self.record.state} after {timeout} s")
         if self.error is not None:
             raise self.error
