@@ -22,9 +22,10 @@ def load_ipython_extension(shell: Any) -> None:
     """Register the magics with ``shell`` (called by ``%load_ext taskcell``)."""
     from taskcell.kernel_magics.magics import TaskMagics
 
-    shell.register_magics(TaskMagics(shell))
+    magics = TaskMagics(shell)
+    shell.register_magics(magics)
     shell.events.register("pre_run_cell", _before_cell)
-    _EarlyStart(shell).watch()
+    _EarlyStart(shell, magics).watch()
 
 
 def _before_cell(info: Any = None) -> None:
@@ -62,8 +63,9 @@ class _EarlyStart:
     on the package's circular imports (Python's ``_DeadlockError``).
     """
 
-    def __init__(self, shell: Any) -> None:
+    def __init__(self, shell: Any, magics: Any) -> None:
         self.shell = shell
+        self.magics = magics
         self.thread: threading.Thread | None = None
         self.imported = threading.Event()
 
@@ -85,9 +87,15 @@ class _EarlyStart:
             self.shell.events.unregister("post_run_cell", self.after_cell)
 
     def before_cell(self, info: Any = None) -> None:
-        with contextlib.suppress(KeyboardInterrupt):  # the cell runs regardless
+        # IPython runs the cell after an interrupt here regardless: a %%task cell then ends
+        # first thing (TaskMagics.interrupted_before_start), another runs as it would have.
+        try:
             interruptible.wait(self.imported)
-        if self.imported.is_set():
+            interrupted = False
+        except KeyboardInterrupt:
+            interrupted = True
+        self.magics.interrupted_before_start = interrupted
+        if self.imported.is_set() and not interrupted:
             self.shell.events.unregister("pre_run_cell", self.before_cell)
 
     def start(self) -> None:

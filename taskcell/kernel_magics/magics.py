@@ -16,7 +16,7 @@ from IPython.core.magic import (
 )
 from IPython.display import clear_output, display, publish_display_data
 
-from taskcell.errors import SpecError
+from taskcell.errors import Interrupted, SpecError
 from taskcell.runner.history import kernel_history
 from taskcell.runner.task_line import PARSER, build_request, parse_task_line
 from taskcell.spec import Environment
@@ -97,6 +97,9 @@ class TaskMagics(Magics):
         self.history = kernel_history()
         self.environments: dict[str, Environment] = {}
         self._displays = _CellDisplays(shell)
+        #: An interrupt came while the cell waited, before it ran, for the imports that loading
+        #: the extension began (set before each cell until those are done).
+        self.interrupted_before_start = False
 
     @property
     def _ipython(self) -> InteractiveShell:
@@ -108,6 +111,9 @@ class TaskMagics(Magics):
     @output_can_be_silenced
     @cell_magic
     def task(self, line: str, cell: str) -> Any:
+        if self.interrupted_before_start:
+            self.interrupted_before_start = False
+            raise Interrupted("the cell was interrupted before it started")
         from taskcell import config
         from taskcell.cluster import connect
         from taskcell.runner.cell_task import CellSource, Display, print_stream

@@ -144,6 +144,65 @@ def test_an_interrupt_while_the_embedded_cluster_starts_ends_the_cell_in_one_lin
     eventually(lambda: not cluster.is_running(), "the embedded cluster to end with its kernel")
 
 
+#: Holds the import ``%load_ext`` begins in the background (so the next cell waits for it,
+#: before it runs) until GATE exists, and prints from a thread once the cell waits there.
+HELD_IMPORT = """
+import pathlib, sys, threading, time
+GATE = pathlib.Path({gate!r})
+
+class HoldImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "taskcell.cluster.provision":
+            while not GATE.exists():
+                time.sleep(0.05)
+
+def waits_before_the_cell():
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None and frame.f_globals.get("__name__") != "taskcell.cluster.interruptible":
+        frame = frame.f_back
+    return frame is not None and frame.f_back.f_code.co_name == "before_cell"
+
+def say_when_waiting():
+    while not waits_before_the_cell():
+        time.sleep(0.01)
+    print("waiting before the cell", flush=True)
+
+sys.meta_path.insert(0, HoldImport())
+threading.Thread(target=say_when_waiting, daemon=True).start()
+"""
+
+
+def test_an_interrupt_while_a_task_cell_waits_for_the_extensions_imports_stops_it(tmp_path):
+    gate = tmp_path / "gate"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    env |= {
+        "DASK_TASKCELL__EMBEDDED_CLUSTER__N_WORKERS": "1",
+        "DASK_TASKCELL__EMBEDDED_CLUSTER__START_EARLY": "False",
+    }
+    kernel = KernelSession(env=env)
+    try:
+        assert kernel.run(HELD_IMPORT.format(gate=str(gate))).status == "ok"
+        assert kernel.run("%load_ext taskcell").status == "ok"
+        msg_id = kernel.start("%%task\nx = 'ran'")
+        kernel.wait_for_print(msg_id, "waiting before the cell")
+        kernel.manager.interrupt_kernel()
+        out = kernel.wait(msg_id)
+        error = out.of_type("error")[0]["content"]
+        assert error["ename"] == "KeyboardInterrupt"
+        assert error["traceback"] == [
+            "KeyboardInterrupt: the cell was interrupted before it started"
+        ]
+
+        gate.touch()
+        assert kernel.value("globals().get('x', 'unset')") == "unset"
+        out = kernel.run("%%task\nx = 'ran'")
+        assert out.status == "ok", out.error_text
+        assert kernel.value("x") == "ran"
+    finally:
+        gate.touch()
+        kernel.stop()
+
+
 def test_a_chosen_cluster_that_goes_away_is_named_and_used_again_when_back(dask_processes):
     dask_processes.worker(name="first")
     kernel = connected_kernel(dask_processes.address)
