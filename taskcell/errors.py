@@ -80,7 +80,11 @@ class CellError(TaskcellError):
         return lines[-1] if lines else self.type_name
 
     def __str__(self) -> str:
-        """The message alone, as ``str()`` of the user's exception gives it: ``bad batch``."""
+        """The message alone, as ``str()`` of the user's exception gives it: ``bad batch``
+        (a traceback names a class outside builtins with its module: ``mod.BadBatch: ...``)."""
+        head, colon, message = self.summary.partition(": ")
+        if head.rpartition(".")[2] == self.type_name and colon:
+            return message.strip()
         return self.summary.removeprefix(f"{self.type_name}:").strip()
 
     def _render_traceback_(self) -> list[str]:

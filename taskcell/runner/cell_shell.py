@@ -8,12 +8,19 @@ A cell process holds one IPython ``InteractiveShell`` (made on its first cell, w
 whose namespace is each cell's own. The magics a task cell may use (``taskcell.runner.cell_magics``)
 run through it exactly as in the notebook's kernel; what it displays, ``display()`` and
 ``display_id`` updates included, goes to the notebook through the cell's outbox.
+
+Nobody can type into a cell on a worker: ``input()`` and ``getpass.getpass()`` raise
+IPython's ``StdinNotImplementedError`` at once, as a kernel does where its front end cannot
+answer, and stdin is at its end for the cell and the processes it starts.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
+import getpass
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -96,5 +103,51 @@ def cell_shell(namespace: dict[str, Any], send: Send, count: int = 0) -> Iterato
         namespace.setdefault(name, empty)
     shell.execution_count = count
     shell.display_pub = _publisher_class()(send)
-    with shell.builtin_trap, shell.display_trap:  # as while a kernel runs a cell
+    with shell.builtin_trap, shell.display_trap, _nobody_types():  # as a kernel runs a cell
         yield shell
+
+
+@contextmanager
+def _nobody_types() -> Iterator[None]:
+    """While a cell runs, ``input()`` and ``getpass()`` refuse at once and ``sys.stdin`` reads
+    as empty: a read that waited for a user would wait until the cell is interrupted."""
+    _stdin_at_its_end()
+    saved = builtins.input, getpass.getpass, sys.stdin
+    with open(0, encoding="utf-8", closefd=False) as stdin:
+        builtins.input, getpass.getpass, sys.stdin = _input, _getpass, stdin
+        try:
+            yield
+        finally:
+            builtins.input, getpass.getpass, sys.stdin = saved
+
+
+@functools.cache
+def _stdin_at_its_end() -> None:
+    """Point this process's stdin at ``/dev/null``, once: it came from the worker, where it may
+    be a pipe nobody writes to (the embedded cluster's one worker has the kernel's), and the
+    cell's own processes (``!cat``, ``subprocess.run``) inherit it."""
+    empty = os.open(os.devnull, os.O_RDONLY)
+    if empty != 0:  # 0 already, where the process started without a stdin
+        os.dup2(empty, 0)
+        os.close(empty)
+
+
+def _input(prompt: object = "") -> str:
+    """``input()`` in a task cell: refused, saying why."""
+    raise _no_typing("input()")
+
+
+def _getpass(prompt: str = "Password: ", stream: Any = None) -> str:
+    """``getpass.getpass()`` in a task cell: refused, saying why."""
+    raise _no_typing("getpass()")
+
+
+def _no_typing(what: str) -> Exception:
+    """The error for ``what`` asking the user to type: IPython's own, as a kernel raises where
+    its front end cannot answer."""
+    from IPython.core.error import StdinNotImplementedError
+
+    return StdinNotImplementedError(
+        f"{what} is not available in a %%task cell: the cell runs on a worker, where nobody "
+        "can type; read the value in a plain cell and use it here."
+    )

@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
-import pickle
 import queue
 import sys
 import time
-import types
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-from dask.sizeof import sizeof
 
 from taskcell import config
 from taskcell.cluster.connect import live_workers, not_answering, silence
@@ -40,9 +35,18 @@ from taskcell.runner.analysis import analyze_cell
 from taskcell.runner.cell_dask import uses_dask
 from taskcell.runner.cell_magics import check_magics
 from taskcell.runner.closure import function_globals, is_notebook_defined
-from taskcell.runner.descriptors import Pickler
+from taskcell.runner.crossing import (
+    BUNDLE,
+    SEAL_THRESHOLD,
+    Pickled,
+    Sealed,
+    guard_classes,
+    seal,
+    sees,
+    shared_roots,
+)
 from taskcell.runner.history import TaskRecord
-from taskcell.runner.job import CellJob, CellResult, PickledInputs
+from taskcell.runner.job import CellJob, CellResult
 from taskcell.runner.remote import run_cell
 from taskcell.runner.remote_value import RemoteValue
 from taskcell.runner.stopping import stop_cell
@@ -52,9 +56,6 @@ from taskcell.spec.amounts import show_request
 
 if TYPE_CHECKING:
     from distributed import Client, Future
-
-#: Inputs larger than this are scattered to the cluster instead of riding inside the task.
-SCATTER_THRESHOLD = 1 << 20
 
 
 @dataclass(kw_only=True)
@@ -119,6 +120,9 @@ def submit_cell(
     placement = plan(request, client)
     key = unique_key(name)
     inputs = _inputs(client, analysis.inputs, namespace)
+    dask_used = uses_dask(analysis, cell.body, inputs.objects.values())
+    if dask_used:
+        _reachable_from_the_worker(client)
     job = CellJob(
         key=key,
         source=cell.body,
@@ -130,10 +134,10 @@ def submit_cell(
         topic=client.id,
         gpus=_gpu_count(request, placement.resources),
         retries=retries,
-        pickled=_pickled(inputs.pickled),
+        sealed=inputs.sealed,
         same=inputs.same,
         clients=inputs.clients,
-        uses_dask=uses_dask(analysis, cell.body, inputs.objects.values()),
+        uses_dask=dask_used,
         state=process_state.capture(),
     )
     record = TaskRecord(key=key, cell=name, request=request, source=cell.body)
@@ -150,9 +154,22 @@ def submit_cell(
         record=record,
         resources=placement.resources,
         capable=len(placement.workers),
-        sent=Sent(inputs.objects, analysis.deleted),
+        sent=Sent(inputs.objects, analysis.deleted, inputs.classes),
         events=inbox,
     )
+
+
+def _reachable_from_the_worker(client: Client) -> None:
+    """Refuse a cell that uses Dask on a cluster its process cannot reach: one that lives
+    inside this kernel (``Client(processes=False)``, an ``inproc://`` scheduler)."""
+    address = client.scheduler.address
+    if address.startswith("inproc://"):
+        raise InputError(
+            f"the cell uses Dask, but its cluster's scheduler ({address}) lives inside this "
+            f"kernel (Client(processes=False)), where the cell's process cannot reach it. Make "
+            f"the client with processes=True (Dask's default), or point %task_cluster at a "
+            f"scheduler address."
+        )
 
 
 def _gpu_count(request: Resources, resources: dict[str, float]) -> int | None:
@@ -165,17 +182,19 @@ def _gpu_count(request: Resources, resources: dict[str, float]) -> int | None:
 
 @dataclass(kw_only=True)
 class _Inputs:
-    """A cell's inputs as they travel: pickled here, or as futures."""
+    """A cell's inputs as they travel: small ones sealed together, others as futures."""
 
-    pickled: dict[str, Any] = field(default_factory=dict)
+    sealed: Sealed | None = None
     remote: dict[str, Any] = field(default_factory=dict)
     same: dict[str, str] = field(default_factory=dict)
     clients: tuple[str, ...] = ()
     objects: dict[str, Any] = field(default_factory=dict)
+    classes: frozenset[type] = frozenset()
 
 
 def _inputs(client: Client, names: tuple[str, ...], namespace: MutableMapping[str, Any]) -> _Inputs:
-    """The cell's inputs: small ones pickled here, large or remote ones as futures.
+    """The cell's inputs: pickled here (:mod:`taskcell.runner.crossing`), small ones riding with
+    the cell, large ones sent ahead and kept on the cluster while the notebook leaves them be.
 
     A function the notebook defined brings the notebook globals it reads along as inputs of
     their own, and travels without them: the cell process binds it to the cell's namespace.
@@ -192,6 +211,7 @@ def _inputs(client: Client, names: tuple[str, ...], namespace: MutableMapping[st
     inputs = _Inputs(objects={n: namespace[n] for n in wanted})
     first: dict[int, str] = {}
     clients = []
+    values: dict[str, Any] = {}
     for n in wanted:
         value = namespace[n]
         if isinstance(value, Client):
@@ -200,19 +220,95 @@ def _inputs(client: Client, names: tuple[str, ...], namespace: MutableMapping[st
             inputs.same[n] = first[id(value)]
         elif isinstance(value, RemoteValue):
             inputs.remote[n] = value.future
-        elif isinstance(value, types.FunctionType) and value.__module__ == "__main__":
-            inputs.pickled[n] = _detached(value)
-        elif sizeof(value) > SCATTER_THRESHOLD:
-            inputs.remote[n] = _scattered(client, n, value)
         else:
-            inputs.pickled[n] = value
+            values[n] = value
         first.setdefault(id(value), n)
     inputs.clients = tuple(clients)
+    _seal(client, values, namespace, inputs)
     return inputs
 
 
+def _seal(
+    client: Client, values: dict[str, Any], namespace: MutableMapping[str, Any], into: _Inputs
+) -> None:
+    """Pickle ``values``: each one over :data:`SEAL_THRESHOLD` on its own, sent ahead (or found
+    there, unchanged since a cell sent it), the rest together, sent ahead only if they are large
+    together; an array sharing memory with another input stays with the rest, as its view."""
+    classes: set[type] = set()
+    roots = shared_roots(values)
+    together = {}
+    for name, value in values.items():
+        if sees(value, roots):
+            together[name] = value
+            continue
+        pickled = _pickled({name: value}, namespace)
+        classes |= pickled.classes
+        if pickled.sealed.nbytes > SEAL_THRESHOLD:
+            into.remote[name] = _kept.future(client, name, value, pickled.sealed)
+        else:
+            together[name] = value
+    _kept.forget_rebound(namespace)
+    pickled = _pickled(together, namespace)
+    into.classes = frozenset(classes | pickled.classes)
+    if pickled.sealed.nbytes > SEAL_THRESHOLD:
+        into.remote[BUNDLE] = _scattered(client, pickled.sealed)
+    else:
+        into.sealed = pickled.sealed
+
+
+def _pickled(values: dict[str, Any], namespace: MutableMapping[str, Any]) -> Pickled:
+    try:
+        return seal(values, namespace)
+    except Exception as e:
+        name = getattr(e, "input_name", next(iter(values)))
+        raise _cannot_travel(name, values[name], e) from None
+
+
+@dataclass(kw_only=True)
+class _Sent:
+    """A large input sent ahead of a cell and kept on the cluster: the notebook's object, what
+    it pickled to, and its future."""
+
+    value: Any
+    fingerprint: bytes
+    future: Future
+
+
+class _KeptInputs:
+    """Large inputs kept on the cluster by name, reused by the next cell that reads the same
+    object unchanged (its pickle hashes the same), let go once the name is rebound."""
+
+    def __init__(self) -> None:
+        self._sent: dict[tuple[str, str], _Sent] = {}
+
+    def future(self, client: Client, name: str, value: Any, sealed: Sealed) -> Future:
+        """A future of ``sealed``: the one kept for ``name`` if it holds this value unchanged."""
+        key = (client.id, name)
+        fingerprint = sealed.fingerprint()
+        kept = self._sent.get(key)
+        if (
+            kept is not None
+            and kept.value is value
+            and kept.fingerprint == fingerprint
+            and kept.future.status == "finished"
+        ):
+            return kept.future
+        future = _scattered(client, sealed)
+        self._sent[key] = _Sent(value=value, fingerprint=fingerprint, future=future)
+        return future
+
+    def forget_rebound(self, namespace: MutableMapping[str, Any]) -> None:
+        """Let go of what is kept for names now bound to another object (or to none)."""
+        for key in [k for k, kept in self._sent.items() if namespace.get(k[1]) is not kept.value]:
+            del self._sent[key]
+
+
+_kept = _KeptInputs()
+
+
 def _same_cluster(name: str, value: Any, client: Client) -> str:
-    """``name``, a notebook client the cell may use: it must reach the cell's own cluster."""
+    """``name``, a notebook client the cell may use: it must reach the cell's own cluster
+    from the cell's process."""
     theirs, ours = value.scheduler.address, client.scheduler.address
     if theirs != ours:
         raise InputError(
@@ -223,13 +319,10 @@ def _same_cluster(name: str, value: Any, client: Client) -> str:
     return name
 
 
-def _scattered(client: Client, name: str, value: Any) -> Any:
-    """``value`` sent to the cluster ahead of the cell; one line, and no log, if it cannot."""
-    try:
-        with _quiet_distributed():
-            return client.scatter(value, hash=False)
-    except Exception as e:
-        raise _cannot_travel(name, value, e) from None
+def _scattered(client: Client, sealed: Sealed) -> Future:
+    """``sealed`` sent to the cluster ahead of the cell, as one opaque value."""
+    with _quiet_distributed():
+        return client.scatter(sealed, hash=False)
 
 
 @contextlib.contextmanager
@@ -257,25 +350,6 @@ def _quiet_distributed() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def _pickled(values: dict[str, Any]) -> PickledInputs:
-    """``values`` pickled by one pickler, once they are known to load too (the worker would
-    fail later); one that cannot is named."""
-    stream = io.BytesIO()
-    pickler = Pickler(stream, protocol=5)
-    for name, value in values.items():
-        try:
-            pickler.dump(value)
-        except Exception as e:
-            raise _cannot_travel(name, value, e) from None
-    unpickler = pickle.Unpickler(io.BytesIO(stream.getvalue()))
-    for name, value in values.items():
-        try:
-            unpickler.load()
-        except Exception as e:
-            raise _cannot_travel(name, value, e) from None
-    return PickledInputs(tuple(values), stream.getvalue())
-
-
 def _cannot_travel(name: str, value: Any, error: Exception) -> InputError:
     first = error.args[0] if error.args else None
     detail = first if isinstance(first, str) and first else str(error) or type(error).__name__
@@ -283,16 +357,6 @@ def _cannot_travel(name: str, value: Any, error: Exception) -> InputError:
         f"input {name!r} ({type(value).__name__}) cannot be sent to a worker: {detail}. "
         f"Create it inside the %%task cell instead."
     )
-
-
-def _detached(func: types.FunctionType) -> types.FunctionType:
-    """``func`` with empty globals, so cloudpickle does not copy the globals it reads."""
-    clone = types.FunctionType(
-        func.__code__, {"__name__": "__main__"}, func.__name__, func.__defaults__, func.__closure__
-    )
-    clone.__kwdefaults__, clone.__qualname__ = func.__kwdefaults__, func.__qualname__
-    clone.__doc__, clone.__dict__ = func.__doc__, func.__dict__
-    return clone
 
 
 def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
@@ -451,6 +515,11 @@ def _threshold() -> int:
 def _fetch(client: Client, sub: Submission) -> CellResult:
     """The cell's result, its large outputs left on the worker behind handles, as are large
     new states of inputs that were already there (others come to change the notebook's)."""
+    with guard_classes(sub.sent.classes):
+        return _fetched(client, sub)
+
+
+def _fetched(client: Client, sub: Submission) -> CellResult:
     threshold = _threshold()
     remote = {n for n, v in sub.sent.objects.items() if isinstance(v, RemoteValue)}
     large = {n: size for n, size in (sub.sizes or {}).items() if size > threshold}
@@ -482,5 +551,9 @@ def _pick(result: CellResult, part: str, name: str) -> Any:
 
 
 def print_stream(name: str, text: str) -> None:
-    """Write a worker's stdout/stderr text to this process's own stream."""
-    (sys.stderr if name == "stderr" else sys.stdout).write(text)
+    """Write a worker's stdout/stderr text to this process's own stream, once the other stream
+    has sent what it holds: a kernel buffers and sends its two streams apart, so the order in
+    which the cell interleaved them would be lost."""
+    mine, other = (sys.stderr, sys.stdout) if name == "stderr" else (sys.stdout, sys.stderr)
+    other.flush()
+    mine.write(text)

@@ -25,7 +25,6 @@ import inspect
 import io
 import linecache
 import os
-import pickle
 import select
 import signal
 import socket
@@ -39,13 +38,12 @@ from typing import Any
 import cloudpickle
 
 from taskcell.errors import InputError
-from taskcell.runner import cell_dask, peak_memory, process_state
-from taskcell.runner.cell_shell import cell_shell, warm_shell
+from taskcell.runner import cell_dask, cell_shell, crossing, peak_memory, process_state
 from taskcell.runner.changes import InputSnapshot, Written
 from taskcell.runner.closure import adopt
 from taskcell.runner.descriptors import refuse_everywhere
 from taskcell.runner.gpu_usage import gpu_peak
-from taskcell.runner.job import CellJob, CellResult, PickledInputs, Shown, Usage
+from taskcell.runner.job import CellJob, CellResult, Shown, Usage
 from taskcell.runner.peak_memory import PeakMemory, release
 from taskcell.runner.wire import Channel
 
@@ -180,24 +178,19 @@ def _evaluated(code: Any, namespace: dict[str, Any]) -> Any:
     return value
 
 
-def _rebuilt(pickled: PickledInputs) -> dict[str, Any]:
-    """The inputs the kernel pickled, in order, so one that fails is named."""
-    values = {}
-    unpickler = pickle.Unpickler(io.BytesIO(pickled.data))
-    for name in pickled.names:
-        try:
-            values[name] = unpickler.load()
-        except Exception as e:
-            raise InputError(
-                f"input {name!r} was pickled in the notebook but cannot be rebuilt on the "
-                f"worker: {type(e).__name__}: {e}. Create it inside the %%task cell instead."
-            ) from None
-    return values
-
-
-def _inputs(job: CellJob) -> dict[str, Any]:
-    """The cell's inputs by name; names the notebook bound to one object share it here."""
-    inputs = {**_rebuilt(job.pickled), **job.inputs}
+def _inputs(job: CellJob, namespace: dict[str, Any]) -> dict[str, Any]:
+    """The cell's inputs by name, their notebook functions reading ``namespace``; names the
+    notebook bound to one object share it here."""
+    crossing.forget_received_functions()
+    known = crossing.tracked_classes()
+    with crossing.receiving(namespace):
+        inputs = job.sealed.open() if job.sealed is not None else {}
+        for name, value in job.inputs.items():
+            if isinstance(value, crossing.Sealed):
+                inputs.update(value.open())
+            else:
+                inputs[name] = value
+    crossing.track_received_classes(known)
     for name, same in job.same.items():
         inputs[name] = inputs[same]
     return inputs
@@ -207,17 +200,18 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     """Execute one cell; the reply tuple described in the module docstring."""
     process_state.apply(job.state)  # sys.path first: the inputs may need it to load
     dask_client = cell_dask.client(lambda: outbox.send(("secede",))) if job.uses_dask else None
+    namespace: dict[str, Any] = {"__name__": "__main__"}
     try:
-        inputs = _inputs(job)
+        inputs = _inputs(job, namespace)
     except InputError as e:
         return ("input-error", str(e))
     if dask_client is not None:
         inputs.update(dict.fromkeys(job.clients, dask_client))
         if cell_dask.bind_futures(dask_client, inputs.values()):
             outbox.send(("secede",))  # the cell may wait on the notebook's futures
-    namespace: dict[str, Any] = {"__name__": "__main__"}
     adopt(namespace, inputs)
     snapshot = InputSnapshot(inputs, written)
+    definitions = crossing.DefinitionsSnapshot()
     environ = _environ()
     memory = PeakMemory()
     memory.start(namespace)
@@ -228,7 +222,7 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     sys.stdout, sys.stderr = _Stream(outbox, "stdout"), _Stream(outbox, "stderr")
     try:
         body, last = _compile(job)
-        with cell_shell(namespace, outbox.send, job.count) as shell, _interruptible():
+        with cell_shell.cell_shell(namespace, outbox.send, job.count) as shell, _interruptible():
             there = dict(namespace)  # held, so a rebound name's old object keeps its id
             outbox.send(("started",))  # its worker may interrupt it from now on
             _evaluated(body, namespace)
@@ -251,7 +245,12 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
         gpu_memory=gpu_memory,
     )
     result = _result(job, namespace, there, snapshot, value, usage, dask_client)
-    return ("done", dataclasses.replace(result, environ=environ_changes))
+    return (
+        "done",
+        dataclasses.replace(
+            result, environ=environ_changes, definitions=definitions.changed() or None
+        ),
+    )
 
 
 def _environ() -> dict[bytes, bytes]:
@@ -339,6 +338,11 @@ def _result(
     )
 
 
+#: Files whose frames a user's traceback leaves out: the import hook that measures what imports
+#: cost (in every import's frames) and the stand-ins for ``input()`` and ``getpass``.
+_OURS = frozenset({peak_memory.__file__, cell_shell.__file__})
+
+
 def _user_traceback(error: BaseException, filename: str) -> str:
     """The traceback from the cell's first frame on: the user's code, not taskcell's (nor the
     import hook that measures what imports cost, in every import's frames)."""
@@ -353,7 +357,7 @@ def _user_traceback(error: BaseException, filename: str) -> str:
         if part is None or id(part) in seen:
             continue
         seen.add(id(part))
-        frames = [f for f in part.stack if f.filename != peak_memory.__file__]
+        frames = [f for f in part.stack if f.filename not in _OURS]
         part.stack = traceback.StackSummary.from_list(frames)
         todo += [part.__cause__, part.__context__]
     return "".join(shown.format())
@@ -390,10 +394,12 @@ def serve(channel: Channel, warming: threading.Thread | None = None) -> None:
 
 def _sendable(result: CellResult) -> CellResult:
     """``result`` without what cannot travel back: each such output or changed input named
-    in ``lost``; a last value that cannot travel is sent as its ``repr``, what Out[] shows."""
+    in ``lost``, with why (none for a closed file: the notebook unbinds it without a word);
+    a last value that cannot travel is sent as its ``repr``, what Out[] shows."""
     lost: dict[str, str] = {}
     lost_changes: dict[str, str] = {}
     outputs = {n: v for n, v in result.outputs.items() if _travels(n, v, lost)}
+    lost = {n: "" if _closed(result.outputs[n]) else why for n, why in lost.items()}
     changed = {n: v for n, v in result.changed.items() if _travels(n, v, lost_changes)}
     value = result.value if _travels("", result.value, {}) else Shown(repr(result.value))
     state = [(c, v) for c, v in result.state if _travels(c.name, v, {})]
@@ -418,6 +424,15 @@ def _travels(name: str, value: Any, lost: dict[str, str]) -> bool:
     return True
 
 
+def _closed(value: Any) -> bool:
+    """Whether ``value`` is a closed file, as a ``with`` block leaves one: nothing of it is
+    left to use, so losing it is not worth a word (an open one is)."""
+    try:
+        return getattr(value, "closed", None) is True and callable(getattr(value, "close", None))
+    except Exception:  # an object whose attributes fail to read is no file
+        return False
+
+
 def main() -> None:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -426,7 +441,7 @@ def main() -> None:
     sock.setblocking(True)
     refuse_everywhere()
     # IPython, which every cell runs with, imported while the first cell is still on its way.
-    warming = threading.Thread(target=warm_shell, name="taskcell-warm", daemon=True)
+    warming = threading.Thread(target=cell_shell.warm_shell, name="taskcell-warm", daemon=True)
     warming.start()
     serve(Channel(sock), warming)
 

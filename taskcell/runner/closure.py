@@ -133,9 +133,11 @@ def adopt(namespace: MutableMapping[str, Any], values: Mapping[str, Any]) -> Non
     class) reading ``namespace`` as its globals where it is a dict, as Python needs."""
 
     def rebound(f: Any) -> Any:
-        if not isinstance(f, types.FunctionType) or f.__module__ != "__main__":
+        # A notebook function pickled by value reads a copy of the notebook's globals; a
+        # decorator's wrapper (its ``__module__`` copied from what it wraps) reads its own.
+        if not isinstance(f, types.FunctionType) or f.__globals__ is namespace:
             return f
-        if not isinstance(namespace, dict):
+        if f.__globals__.get("__name__") != "__main__" or not isinstance(namespace, dict):
             return f
         clone = types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
         clone.__kwdefaults__, clone.__qualname__ = f.__kwdefaults__, f.__qualname__
@@ -146,7 +148,8 @@ def adopt(namespace: MutableMapping[str, Any], values: Mapping[str, Any]) -> Non
         if isinstance(value, type) and value.__module__ == "__main__":
             for attr, member in list(vars(value).items()):
                 if isinstance(member, (staticmethod, classmethod)):
-                    setattr(value, attr, type(member)(rebound(member.__func__)))
-                elif isinstance(member, types.FunctionType):
+                    if rebound(member.__func__) is not member.__func__:
+                        setattr(value, attr, type(member)(rebound(member.__func__)))
+                elif isinstance(member, types.FunctionType) and rebound(member) is not member:
                     setattr(value, attr, rebound(member))
         namespace[name] = rebound(value)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from taskcell.runner.crossing import Definitions, Sealed
+
 
 @dataclass(frozen=True, kw_only=True)
 class Usage:
@@ -21,16 +23,6 @@ class Usage:
     def cores(self) -> float:
         """Cores kept busy on average (CPU time over wall time)."""
         return self.cpu / self.wall if self.wall > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class PickledInputs:
-    """Small inputs, pickled one after another by one pickler into ``data``, in the order of
-    ``names``: objects they share stay shared (``book["page"] is items``), and an input that
-    fails to load is named, as the ones before it load first."""
-
-    names: tuple[str, ...] = ()
-    data: bytes = b""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,9 +46,9 @@ class CellJob:
     gpus: int | None = 0
     #: Starts allowed after the first when a worker dies under the cell (``--retries``).
     retries: int = 0
-    #: Small inputs, pickled in the kernel (see :class:`PickledInputs`).
-    pickled: PickledInputs = field(default_factory=PickledInputs)
-    #: Inputs as values: those Dask brought to the worker (scattered, or kept remote).
+    #: Small inputs, pickled together in the kernel (:mod:`taskcell.runner.crossing`).
+    sealed: Sealed | None = None
+    #: Inputs Dask brought to the worker: sealed and sent ahead, or results kept there.
     inputs: dict[str, Any] = field(default_factory=dict)
     #: Inputs bound to the same object as another input in the notebook: name -> that input.
     same: dict[str, str] = field(default_factory=dict)
@@ -92,7 +84,8 @@ class CellResult:
     ``state`` is the process-wide state it changed, ``environ`` the environment variables it
     set (None: unset); ``lost`` the outputs and ``lost_changes``
     the changed inputs that could not travel back, with why; ``futures`` whether any of these
-    hold Dask futures.
+    hold Dask futures; ``definitions`` what it changed in the notebook's classes and functions
+    (their attributes, a function's defaults).
     """
 
     outputs: dict[str, Any]
@@ -108,3 +101,5 @@ class CellResult:
     lost: dict[str, str] = field(default_factory=dict)
     lost_changes: dict[str, str] = field(default_factory=dict)
     futures: bool = False
+    #: What the cell changed in the notebook's classes and functions.
+    definitions: Definitions | None = None

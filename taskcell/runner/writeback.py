@@ -6,7 +6,7 @@ bound, to the notebook's own objects where the cell bound an input's (``y = x``)
 and classes it defined reading the notebook's globals from now on; the names it
 deleted go; process-wide state it changed (a random generator that moved on, an option it set,
 an environment variable) is set here. What could not come back is named in a note, never
-silently dropped.
+silently dropped; only a file the cell closed (its ``with`` is over) is unbound without one.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from taskcell.runner import inplace, process_state
 from taskcell.runner.closure import adopt
+from taskcell.runner.crossing import apply_definitions
 from taskcell.runner.job import CellResult
 
 if TYPE_CHECKING:
@@ -26,10 +27,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Sent:
-    """What the notebook sent a cell: its input objects by name, and the names it may delete."""
+    """What the notebook sent a cell: its input objects by name, the names it may delete, and
+    the notebook classes that went with them."""
 
     objects: dict[str, Any]
     deleted: tuple[str, ...]
+    classes: frozenset[type] = frozenset()
 
 
 def write_back(
@@ -80,10 +83,13 @@ def write_back(
     for name, why in result.lost.items():
         if may_bind(name):
             namespace.pop(name, None)
+        if not why:  # a closed file (see runner.child._sendable): nothing was lost
+            continue
         notes.append(
             f"{name} ({why}) cannot come back from the worker, so it is not bound here. "
             f"Make it in a plain cell, or turn it into a value that pickles in this one."
         )
+    apply_definitions(result.definitions)
     process_state.apply(result.state)
     for key, setting in result.environ.items():
         if setting is None:

@@ -263,7 +263,7 @@ def test_a_large_input_that_cannot_travel_is_one_line_and_no_log(nb):
     out = nb.run("%%task\nn = len(heavy)")
     assert out.status == "error"
     assert "input 'heavy' (list) cannot be sent to a worker" in out.error_text
-    assert "Could not serialize object of type lock." in out.error_text
+    assert "cannot pickle '_thread.lock' object" in out.error_text
     assert out.stderr == "" and out.stdout == ""
 
 

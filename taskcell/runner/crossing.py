@@ -1,0 +1,423 @@
+"""How a value crosses between the notebook and a cell's process, both ways.
+
+Going out, the kernel pickles a cell's inputs itself (:func:`seal`) into a :class:`Sealed`
+value: its pickle and its large buffers out of band. Dask carries it as one opaque object, so
+a dict is never read as ``{key: data}`` nor a list as one future per element, and its size is
+what it costs to send. One pickler (:class:`CellPickler`) pickles all of a cell's small inputs,
+so objects they share stay shared, and a numpy view stays a view of its base where the base
+travels too. A function the notebook defined travels without the notebook's globals and reads
+the cell's namespace there (:func:`receiving`), as it read the notebook's at home, wherever it
+is reached from: a name, a closure, a decorator's wrapper, a class's methods.
+
+Coming back, a class or function the notebook defined is the notebook's own object: the cell's
+process pickles a class it received without its methods or state (:class:`ReturnPickler`), so
+the notebook's class is never overwritten, and its instances come back as instances of it. What
+a cell changed in the state of those classes and functions (class attributes, a function's
+mutable defaults, its attributes) is found by :class:`DefinitionsSnapshot` and applied to the
+notebook's own objects by :func:`apply_definitions`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import pickle
+import threading
+import types
+import uuid
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+import cloudpickle.cloudpickle as _cp
+import xxhash
+
+from taskcell.errors import InputError
+from taskcell.runner.descriptors import Pickler
+
+#: Inputs pickled larger than this are sent ahead of the cell (scattered) and kept there.
+SEAL_THRESHOLD = 1 << 20
+#: The name a cell's inputs sealed together travel under, when they are sent ahead too.
+BUNDLE = ""
+
+_local = threading.local()
+_MISSING = object()
+
+
+class Sealed:
+    """Values pickled by taskcell: one pickle per name, by one pickler, and their out-of-band
+    buffers. Dask moves it as it is; only :meth:`open` in the cell's process makes the values
+    again."""
+
+    __slots__ = ("buffers", "names", "payload")
+
+    def __init__(self, names: tuple[str, ...], payload: bytes, buffers: list[Any]) -> None:
+        self.names = names
+        self.payload = payload
+        self.buffers = buffers
+
+    @property
+    def nbytes(self) -> int:
+        """What it costs to send: the pickle and its buffers."""
+        return len(self.payload) + sum(memoryview(b).nbytes for b in self.buffers)
+
+    def __sizeof__(self) -> int:  # what Dask's sizeof reads: its cost, not its few slots
+        return self.nbytes
+
+    def fingerprint(self) -> bytes:
+        """A hash of the pickle and every buffer: equal exactly when the values pickle the same."""
+        h = xxhash.xxh3_128(self.payload)
+        for buffer in self.buffers:
+            h.update(memoryview(buffer).cast("B"))
+        return h.digest()
+
+    def open(self) -> dict[str, Any]:
+        """The values by name, rebuilt in order (in the cell's process, inside
+        :func:`receiving`); InputError names one that cannot be."""
+        unpickler = pickle.Unpickler(io.BytesIO(self.payload), buffers=self.buffers)
+        values = {}
+        for name in self.names:
+            try:
+                values[name] = unpickler.load()
+            except Exception as e:
+                raise InputError(
+                    f"input {name!r} was pickled in the notebook but cannot be rebuilt on the "
+                    f"worker: {type(e).__name__}: {e}. Create it inside the %%task cell instead."
+                ) from None
+        return values
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        buffers = [pickle.PickleBuffer(b) for b in self.buffers]
+        return (Sealed, (self.names, self.payload, buffers))
+
+
+# --- going out: the kernel ------------------------------------------------------------------
+
+#: The notebook's functions sent to cells, by token, and their tokens: a cell's changes to a
+#: function's defaults come back to the notebook's own function.
+_functions: weakref.WeakValueDictionary[str, types.FunctionType] = weakref.WeakValueDictionary()
+_tokens: weakref.WeakKeyDictionary[types.FunctionType, str] = weakref.WeakKeyDictionary()
+
+
+def _token(func: types.FunctionType) -> str:
+    token = _tokens.get(func)
+    if token is None:
+        token = _tokens[func] = uuid.uuid4().hex
+        _functions[token] = func
+    return token
+
+
+class CellPickler(Pickler):
+    """Pickles the notebook's values for a cell.
+
+    A function whose globals are the notebook's (``namespace``) travels without them and reads
+    the cell's namespace on arrival, however it is reached; a cached function travels as its
+    function, cached again there; a numpy array whose base another input shares travels as a
+    view of that base (``roots``: ids of the bases to keep).
+    """
+
+    def __init__(
+        self, file: Any, namespace: Mapping[str, Any], roots: frozenset[int] = frozenset()
+    ) -> None:
+        super().__init__(file, protocol=5, buffer_callback=self._buffer)
+        self.namespace = namespace
+        self.roots = roots
+        self.buffers: list[pickle.PickleBuffer] = []
+        self.classes: set[type] = set()
+
+    def _buffer(self, buffer: pickle.PickleBuffer) -> None:
+        self.buffers.append(buffer)
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, types.FunctionType) and obj.__globals__ is self.namespace:
+            return self._notebook_function(obj)
+        if isinstance(obj, functools._lru_cache_wrapper) and _is_notebook_function(
+            obj.__wrapped__, self.namespace
+        ):
+            params = obj.cache_parameters()
+            return (_cached, (obj.__wrapped__, params["maxsize"], params["typed"]))
+        if isinstance(obj, type) and obj.__module__ == "__main__":
+            self.classes.add(obj)
+        if self.roots and _is_ndarray(obj):
+            root = _root(obj)
+            if root is not obj and id(root) in self.roots:
+                return _view_reduce(obj, root)
+        return super().reducer_override(obj)
+
+    def _notebook_function(self, func: types.FunctionType) -> tuple:
+        _, args, (state, slots), *_ = self._dynamic_function_reduce(func)
+        code, _globals, name, defaults, closure = args
+        # The globals it reads travel as the cell's inputs and are found in its namespace.
+        slots = {**slots, "__globals__": {}}
+        return (
+            _notebook_function,
+            (_token(func), code, name, defaults, closure),
+            (state, slots),
+            None,
+            None,
+            _cp._function_setstate,
+        )
+
+
+def _is_notebook_function(obj: Any, namespace: Mapping[str, Any]) -> bool:
+    return isinstance(obj, types.FunctionType) and obj.__globals__ is namespace
+
+
+def _is_ndarray(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"
+
+
+def _root(array: Any) -> Any:
+    """The array that owns ``array``'s memory (``array`` itself if it owns it)."""
+    while _is_ndarray(array.base):
+        array = array.base
+    return array
+
+
+def _view_reduce(view: Any, root: Any) -> tuple:
+    offset = view.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return (_view, (root, view.dtype, view.shape, view.strides, offset))
+
+
+def _view(root: Any, dtype: Any, shape: tuple, strides: tuple, offset: int) -> Any:
+    import numpy as np
+
+    return np.ndarray(shape, dtype, buffer=root, offset=offset, strides=strides)
+
+
+def shared_roots(values: Mapping[str, Any]) -> frozenset[int]:
+    """Ids of the numpy arrays whose memory two of ``values`` (or their direct parts) see, or
+    one of them is: pickled once, the others as views of them."""
+    views: dict[int, int] = {}
+    present: set[int] = set()
+    for value in values.values():
+        parts = [value]
+        if isinstance(value, dict):
+            parts += list(value.values())
+        elif isinstance(value, (list, tuple)) and len(value) < 1000:
+            parts += list(value)
+        for part in parts:
+            if _is_ndarray(part):
+                root = _root(part)
+                if root is part:
+                    present.add(id(root))
+                else:
+                    views[id(root)] = views.get(id(root), 0) + 1
+    return frozenset(r for r, n in views.items() if n > 1 or r in present)
+
+
+def sees(value: Any, roots: frozenset[int]) -> bool:
+    """Whether ``value`` is an array whose memory is one of ``roots`` (:func:`shared_roots`)."""
+    return _is_ndarray(value) and id(_root(value)) in roots
+
+
+@dataclass(frozen=True)
+class Pickled:
+    """Values sealed for a cell, and the notebook classes pickled with them (by value)."""
+
+    sealed: Sealed
+    classes: frozenset[type]
+
+
+def seal(values: Mapping[str, Any], namespace: Mapping[str, Any]) -> Pickled:
+    """``values`` (name -> value) pickled one after another by one :class:`CellPickler`, so
+    objects they share stay shared. Raises the pickler's error, with the failing name as
+    ``error.input_name``."""
+    stream = io.BytesIO()
+    pickler = CellPickler(stream, namespace, shared_roots(values))
+    for name, value in values.items():
+        try:
+            pickler.dump(value)
+        except Exception as e:
+            e.input_name = name  # type: ignore[attr-defined]
+            raise
+    sealed = Sealed(tuple(values), stream.getvalue(), [b.raw() for b in pickler.buffers])
+    return Pickled(sealed, frozenset(pickler.classes))
+
+
+@contextlib.contextmanager
+def guard_classes(classes: frozenset[type]) -> Iterator[None]:
+    """Keep the notebook's ``classes`` as they are while a result is read: cloudpickle sets a
+    class's attributes on the class it finds for a tracked one, and a result read by another
+    process on the way may carry an emptied one. What the cell changed comes apart
+    (:func:`apply_definitions`)."""
+    before = {cls: dict(vars(cls)) for cls in classes}
+    try:
+        yield
+    finally:
+        for cls, attributes in before.items():
+            for name in set(vars(cls)) - set(attributes):
+                with contextlib.suppress(AttributeError, TypeError):
+                    delattr(cls, name)
+            for name, value in attributes.items():
+                if vars(cls).get(name, _MISSING) is not value:
+                    with contextlib.suppress(AttributeError, TypeError):
+                        setattr(cls, name, value)
+
+
+# --- arriving: the cell's process ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def receiving(namespace: dict[str, Any]) -> Iterator[None]:
+    """Values opened inside read ``namespace`` as their notebook functions' globals."""
+    _local.namespace = namespace
+    try:
+        yield
+    finally:
+        del _local.namespace
+
+
+#: The notebook's functions and classes this process received, with their tokens.
+_received_functions: dict[int, tuple[types.FunctionType, str]] = {}
+_received_classes: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def _notebook_function(
+    token: str, code: types.CodeType, name: str, defaults: Any, closure: Any
+) -> types.FunctionType:
+    namespace = getattr(_local, "namespace", None)
+    if namespace is None:
+        namespace = {"__name__": "__main__"}
+    func = types.FunctionType(code, namespace, name, defaults, closure)
+    _received_functions[id(func)] = (func, token)
+    return func
+
+
+def _cached(func: Any, maxsize: int | None, typed: bool) -> Any:
+    return functools.lru_cache(maxsize=maxsize, typed=typed)(func)
+
+
+def track_received_classes(before: set[Any]) -> None:
+    """Remember the notebook classes that arrived since ``before`` (cloudpickle's tracked
+    classes, by tracker id): they go back to the notebook as references."""
+    with _cp._DYNAMIC_CLASS_TRACKER_LOCK:
+        now = dict(_cp._DYNAMIC_CLASS_TRACKER_BY_ID)
+    for tracker, cls in now.items():
+        if tracker not in before:
+            _received_classes.add(cls)
+
+
+def tracked_classes() -> set[Any]:
+    """The tracker ids of the classes cloudpickle knows in this process now."""
+    with _cp._DYNAMIC_CLASS_TRACKER_LOCK:
+        return set(_cp._DYNAMIC_CLASS_TRACKER_BY_ID)
+
+
+def forget_received_functions() -> None:
+    """Drop this cell's received functions (the next cell receives its own)."""
+    _received_functions.clear()
+
+
+class ReturnPickler(cloudpickle.CloudPickler):
+    """Pickles what a cell process sends back: a class the notebook sent goes as a reference to
+    the notebook's own class (its tracker id, with no methods or state to overwrite it with)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type) and obj in _received_classes:
+            constructor, args, _state, *rest = super().reducer_override(obj)
+            return (constructor, args, ({}, {}), *rest)
+        return super().reducer_override(obj)
+
+
+def dumps(message: Any, buffer_callback: Any) -> bytes:
+    """``message`` pickled (protocol 5) by a :class:`ReturnPickler`."""
+    stream = io.BytesIO()
+    ReturnPickler(stream, protocol=5, buffer_callback=buffer_callback).dump(message)
+    return stream.getvalue()
+
+
+# --- what a cell changed in the notebook's definitions ------------------------------------
+
+
+@dataclass(frozen=True)
+class Definitions:
+    """Changes a cell made to the notebook's classes and functions: class attributes by class,
+    and (defaults, keyword defaults, attributes) by function token."""
+
+    classes: dict[type, dict[str, Any]]
+    functions: dict[str, tuple[Any, Any, dict[str, Any]]]
+
+    def __bool__(self) -> bool:
+        return bool(self.classes or self.functions)
+
+
+def _class_data(cls: type) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in vars(cls).items()
+        if not (k.startswith("__") and k.endswith("__"))
+        and not isinstance(v, (types.FunctionType, staticmethod, classmethod, property))
+        and not callable(v)
+    }
+
+
+def _function_data(func: types.FunctionType) -> tuple[Any, Any, dict[str, Any]]:
+    return (func.__defaults__, func.__kwdefaults__, dict(func.__dict__))
+
+
+def _digest(value: Any) -> bytes | None:
+    try:
+        h = xxhash.xxh3_128()
+        buffers: list[pickle.PickleBuffer] = []
+        h.update(cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append))
+        for b in buffers:
+            h.update(b.raw())
+        return h.digest()
+    except Exception:
+        return None
+
+
+class DefinitionsSnapshot:
+    """The state of the notebook classes and functions a cell received, before it runs."""
+
+    def __init__(self) -> None:
+        self._classes = {cls: _digest(_class_data(cls)) for cls in list(_received_classes)}
+        self._functions = {
+            token: (func, _digest(_function_data(func)))
+            for func, token in _received_functions.values()
+        }
+
+    def changed(self) -> Definitions:
+        """What the cell changed of them."""
+        classes = {
+            cls: _class_data(cls)
+            for cls, before in self._classes.items()
+            if _digest(_class_data(cls)) != before
+        }
+        functions = {
+            token: _function_data(func)
+            for token, (func, before) in self._functions.items()
+            if _digest(_function_data(func)) != before
+        }
+        return Definitions(classes, functions)
+
+
+def apply_definitions(definitions: Definitions | None) -> None:
+    """In the notebook: give its own classes and functions the state the cell left them in,
+    parts changed in place where they can be (the list a class attribute holds stays that list)."""
+    if not definitions:
+        return
+    from taskcell.runner import inplace
+
+    for cls, attributes in definitions.classes.items():
+        _apply(cls, attributes, inplace.update)
+    for token, (defaults, kwdefaults, attributes) in definitions.functions.items():
+        func = _functions.get(token)
+        if func is None:
+            continue
+        if func.__defaults__ is None or not inplace.update(func.__defaults__, defaults):
+            func.__defaults__ = defaults
+        if func.__kwdefaults__ is None or not inplace.update(func.__kwdefaults__, kwdefaults):
+            func.__kwdefaults__ = kwdefaults
+        _apply(func, attributes, inplace.update)
+
+
+def _apply(target: Any, attributes: dict[str, Any], update: Any) -> None:
+    for name, new in attributes.items():
+        old = vars(target).get(name, _MISSING)
+        if old is _MISSING or not update(old, new):
+            setattr(target, name, new)
