@@ -16,6 +16,8 @@ once one process has imported Dask, while the kernel imports it too. Several wor
 process, with its own ``CUDA_VISIBLE_DEVICES``, started first, before the child imports Dask, so
 that they import it while it does; each waits for the scheduler's port, then connects (see
 :mod:`taskcell.cluster.embedded_worker`, which also starts a worker again when it exits).
+Its scheduler, dashboard and workers listen on :data:`HOST` (127.0.0.1) only: a Dask worker runs
+any code sent to it, and none of this is meant for another machine.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from taskcell.errors import ClusterError
 
 #: The name of the embedded cluster's ``SpecCluster``.
 NAME = "taskcell-embedded"
+#: The one interface everything of the embedded cluster listens on: nothing beyond this machine.
+HOST = "127.0.0.1"
 
 
 class EmbeddedCluster:
@@ -153,7 +157,7 @@ def spawn_worker(address: str, name: str, options: dict[str, Any]) -> subprocess
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((HOST, 0))
         return int(s.getsockname()[1])
 
 
@@ -167,7 +171,7 @@ def serve(workers: dict[str, dict[str, Any]] | None) -> None:
             return
         workers = worker_specs()
     port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
+    address = f"tcp://{HOST}:{port}"
     started = {}
     if len(workers) == 1:
         os.environ.update(next(iter(workers.values())).get("env") or {})

@@ -26,7 +26,7 @@ from typing import Any
 from distributed.core import Status
 from distributed.deploy.spec import ProcessInterface
 
-from taskcell.cluster.embedded import NAME, spawn_worker
+from taskcell.cluster.embedded import HOST, NAME, spawn_worker
 
 #: Seconds a worker process waits for the scheduler's port before giving up.
 PORT_WAIT = 60.0
@@ -101,11 +101,11 @@ async def run_cluster(
     }
     for name in set(workers) - set(started):
         options = {k: v for k, v in workers[name].items() if k != "env"}
-        specs[name] = {"cls": Worker, "options": {**options, "dashboard": False}}
+        specs[name] = {"cls": Worker, "options": {**options, "dashboard": False, "host": HOST}}
     started.clear()
     # The dashboard (bokeh) takes longer to import than the rest of the cluster to start: it
     # is added once the cluster is up, its page served on the port the scheduler opened.
-    options = {"host": "127.0.0.1", "port": port, "dashboard_address": "127.0.0.1:0"}
+    options = {"host": HOST, "port": port, "dashboard_address": f"{HOST}:0"}
     scheduler = {"cls": Scheduler, "options": {**options, "dashboard": False}}
     async with SpecCluster(
         workers=specs,
@@ -167,7 +167,7 @@ async def _serve(address: str, options: dict[str, Any]) -> None:
     from distributed import Worker
 
     kwargs = {k: v for k, v in options.items() if k != "env"}
-    async with Worker(address, dashboard=False, **kwargs) as worker:
+    async with Worker(address, host=HOST, dashboard=False, **kwargs) as worker:
         await worker.finished()
 
 

@@ -24,6 +24,7 @@ from distributed.deploy.spec import ProcessInterface
 
 from taskcell.cluster.pools import Pool
 from taskcell.cluster.sessions import popen_apart
+from taskcell.cluster.worker_cli import binding_args, listen_host
 from taskcell.errors import SpecError
 from taskcell.spec import GPU
 
@@ -52,7 +53,9 @@ def _number(value: float) -> str:
 
 class LocalWorker(ProcessInterface):
     """A ``dask worker`` process on this machine, in its own session (an interrupt of the
-    kernel does not reach it), its output kept in a log file."""
+    kernel does not reach it), its output kept in a log file. It and its nanny listen only on
+    the interface that reaches the scheduler (127.0.0.1 for a local one), unless the pool's
+    ``args`` name their own ``--host``, ``--listen-address`` or ``--interface``."""
 
     def __init__(self, scheduler: str, name: str, pool: Pool) -> None:
         super().__init__(scheduler, name)
@@ -63,6 +66,7 @@ class LocalWorker(ProcessInterface):
                 f"for a local pool (known: {', '.join(_LOCAL_OPTIONS)})"
             )
         python = str(pool.options.get("python") or sys.executable)
+        args = [str(arg) for arg in pool.options.get("args") or ()]
         self.argv = [
             python,
             "-m",
@@ -79,8 +83,8 @@ class LocalWorker(ProcessInterface):
             "--no-dashboard",
             "--death-timeout",
             str(DEATH_TIMEOUT),
-            *map(str, pool.options.get("args") or ()),
         ]
+        self.argv += [*binding_args(listen_host(scheduler, args), args), *args]
         self.env = {str(k): str(v) for k, v in (pool.options.get("env") or {}).items()}
         self.proc: subprocess.Popen[bytes] | None = None
         # Kept open while the process runs, and deleted when it is closed.

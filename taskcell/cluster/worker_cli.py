@@ -19,12 +19,20 @@ Examples
     $ taskcell worker tcp://10.0.0.1:8786 --nworkers 2 --dry-run
     CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,2,3 /usr/bin/python3 -m ...
     $ taskcell worker tcp://10.0.0.1:8786 --resources "process=1" -- --no-nanny
+
+Each worker, its nanny and its dashboard listen on one interface: the one a connection to the
+scheduler leaves from (127.0.0.1 for a scheduler on 127.0.0.1), not on all of them as
+``dask worker`` does, unless the user's own ``--host``, ``--listen-address``,
+``--contact-address`` or ``--interface`` after ``--`` says otherwise. The launcher says on
+stderr where they listen and whether over TLS: Dask's TLS options (``-- --tls-ca-file CA
+--tls-cert CERT --tls-key KEY``, or ``distributed.comm.tls.*`` in Dask's config) pass through.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import shlex
 import signal
@@ -40,12 +48,31 @@ from taskcell.cluster.detect import WorkerShare, advertised_resources, detect_ma
 from taskcell.errors import SpecError
 from taskcell.spec.resources import parse_resource_pairs
 
-__all__ = ["WorkerCommand", "build_parser", "main", "parse_resources", "worker_commands"]
+__all__ = [
+    "WorkerCommand",
+    "binding_args",
+    "build_parser",
+    "exposure",
+    "listen_host",
+    "main",
+    "parse_resources",
+    "reaching_host",
+    "worker_commands",
+]
 
 PROG = "taskcell worker"
 
 #: ``dask worker`` options that would undo the split into one process per share.
 REFUSED_PASSTHROUGH = ("--nworkers", "--nprocs", "--resources")
+
+#: ``dask worker`` options that say where a worker listens: a user's own is used unchanged.
+ADDRESS_OPTIONS = ("--host", "--listen-address", "--contact-address", "--interface")
+
+#: The ``dask worker`` option that says where its dashboard listens (all interfaces by default).
+DASHBOARD_ADDRESS = "--dashboard-address"
+
+#: ``dask worker`` options that make its connections TLS.
+TLS_OPTIONS = ("--tls-ca-file", "--tls-cert", "--tls-key")
 
 #: Signals the launcher forwards to its workers.
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -114,7 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "Arguments after -- go to every `dask worker` unchanged, e.g. "
-            "`taskcell worker tcp://10.0.0.1:8786 -- --no-nanny --death-timeout 60`."
+            "`taskcell worker tcp://10.0.0.1:8786 -- --no-nanny --death-timeout 60`. "
+            "Workers, nannies and dashboards listen only on the interface that reaches the "
+            "scheduler (127.0.0.1 for a local one) unless -- --host, --listen-address, "
+            "--contact-address or --interface says otherwise; they speak plain TCP without TLS "
+            "unless the scheduler's address is tls:// (certificates: -- --tls-ca-file CA "
+            "--tls-cert CERT --tls-key KEY, or Dask's distributed.comm.tls.* config)."
         ),
     )
     parser.add_argument(
@@ -174,12 +206,144 @@ def _split_passthrough(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _given(args: Sequence[str], option: str) -> bool:
+    return any(arg == option or arg.startswith(option + "=") for arg in args)
+
+
+def _value(args: Sequence[str], option: str) -> str | None:
+    """The last value ``args`` give ``option`` (``--option VALUE`` or ``--option=VALUE``)."""
+    found = None
+    for at, arg in enumerate(args):
+        if arg.startswith(option + "="):
+            found = arg.partition("=")[2]
+        elif arg == option and at + 1 < len(args):
+            found = args[at + 1]
+    return found
+
+
 def _refused(passthrough: Sequence[str]) -> str | None:
     for arg in passthrough:
         for option in REFUSED_PASSTHROUGH:
             if arg == option or arg.startswith(option + "="):
                 return option
     return None
+
+
+# --- where workers listen -----------------------------------------------------------------------
+
+
+def reaching_host(scheduler: str | None) -> str:
+    """The local address a connection to ``scheduler`` leaves from (127.0.0.1 for a loopback
+    scheduler; the default route's without one), bracketed if IPv6: the one interface its
+    workers need to listen on, as Dask's nanny chooses it for itself."""
+    from distributed.comm import get_address_host
+    from distributed.comm.addressing import unparse_host_port
+    from distributed.utils import get_ip
+
+    ip = get_ip(get_address_host(scheduler)) if scheduler else get_ip()
+    return str(unparse_host_port(ip))
+
+
+def _scheduler_in_file(passthrough: Sequence[str]) -> str | None:
+    """The address in the ``--scheduler-file`` of ``passthrough``, if it can be read now."""
+    path = _value(passthrough, "--scheduler-file")
+    try:
+        with open(path or "") as f:
+            return str(json.load(f)["address"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _users_host(passthrough: Sequence[str]) -> str | None:
+    """The host the user's own options bind ("" for all interfaces), or None if they name none
+    that can be read (an interface without an IPv4 address, which ``dask worker`` refuses)."""
+    from distributed.comm import get_address_host
+    from distributed.comm.addressing import unparse_host_port
+    from distributed.utils import get_ip_interface
+
+    host = _value(passthrough, "--host")
+    if host is not None:
+        return host
+    listen = _value(passthrough, "--listen-address")
+    if listen is not None:
+        try:
+            found = get_address_host(listen)
+        except ValueError:
+            return None
+        return str(unparse_host_port(found)) if found else ""
+    interface = _value(passthrough, "--interface")
+    try:
+        return str(get_ip_interface(interface)) if interface else None
+    except ValueError:
+        return None
+
+
+def listen_host(scheduler: str | None, passthrough: Sequence[str] = ()) -> str | None:
+    """Where the workers listen: the host the user's own ``--host``, ``--listen-address`` or
+    ``--interface`` names ("" for all interfaces; None where it cannot be read), else the
+    interface that reaches the scheduler (given, or in ``--scheduler-file``)."""
+    if any(_given(passthrough, option) for option in ADDRESS_OPTIONS):
+        return _users_host(passthrough)
+    return reaching_host(scheduler or _scheduler_in_file(passthrough))
+
+
+def binding_args(host: str | None, args: Sequence[str]) -> list[str]:
+    """``dask worker`` options that make it, its nanny and its dashboard listen on ``host`` only,
+    less those the user's own ``args`` already give (theirs are used unchanged)."""
+    if not host:  # all interfaces, as the user asked, or where they did not say
+        return []
+    if ":" in host and not host.startswith("["):  # an IPv6 address, as a host:port needs it
+        host = f"[{host}]"
+    binding = []
+    if not any(_given(args, option) for option in ADDRESS_OPTIONS):
+        binding += ["--host", host]
+    if not _given(args, DASHBOARD_ADDRESS):
+        binding += [DASHBOARD_ADDRESS, f"{host}:0"]
+    return binding
+
+
+def _uses_tls(scheduler: str | None, passthrough: Sequence[str]) -> bool:
+    """Whether the workers listen over TLS: Dask's worker takes the protocol of ``--protocol``,
+    ``--listen-address`` or else the scheduler's address, so TLS options alone secure nothing
+    against a tcp:// scheduler."""
+    said = (
+        _value(passthrough, "--protocol")
+        or _value(passthrough, "--listen-address")
+        or scheduler
+        or _scheduler_in_file(passthrough)
+        or ""
+    )
+    return said.startswith("tls")
+
+
+def _where(host: str | None) -> str:
+    if host is None:
+        return "the address dask worker chooses"
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        return f"all interfaces, {host or '0.0.0.0'}"
+    return host
+
+
+def exposure(scheduler: str | None, host: str | None, passthrough: Sequence[str] = ()) -> str:
+    """The line ``taskcell worker`` says on start: where its workers listen, and whether over
+    TLS, so that what it exposes to the network is never a surprise."""
+    target = scheduler or _scheduler_in_file(passthrough)
+    if any(_given(passthrough, option) for option in ADDRESS_OPTIONS):
+        why = "as your own options after -- say"
+    elif target:
+        why = f"the interface that reaches {target}"
+    else:
+        why = "the default route's interface: the scheduler file cannot be read yet"
+    if _uses_tls(scheduler, passthrough):
+        how = "over TLS"
+    elif any(_given(passthrough, option) for option in TLS_OPTIONS):
+        how = "plain TCP, without TLS: your TLS options apply only to a tls:// scheduler address"
+    else:
+        how = (
+            "plain TCP, without TLS: whoever reaches it can run code as this user (secure it "
+            "with a tls:// scheduler and -- --tls-ca-file CA --tls-cert CERT --tls-key KEY)"
+        )
+    return f"{PROG}: workers, their nannies and dashboards listen on {_where(host)} ({why}); {how}"
 
 
 # --- commands -----------------------------------------------------------------------------------
@@ -208,6 +372,7 @@ def worker_commands(
     extra_resources: dict[str, float] | None = None,
     passthrough: Sequence[str] = (),
     python: str = sys.executable,
+    host: str | None = None,
 ) -> list[WorkerCommand]:
     """One ``dask worker --nworkers 1`` command per share of the machine.
 
@@ -229,7 +394,14 @@ def worker_commands(
         Appended to every command unchanged.
     python
         The interpreter that runs ``distributed.cli.dask_worker``.
+    host
+        Where the workers listen (:func:`listen_host`); by default the interface that reaches
+        the scheduler, or the user's own in ``passthrough``. ``--host`` and
+        ``--dashboard-address`` are added for it, less those ``passthrough`` gives.
     """
+    if host is None:
+        host = listen_host(scheduler, passthrough)
+    binding = binding_args(host, passthrough)
     commands = []
     for number, share in enumerate(shares):
         resources = _merge(share.resources, extra_resources or {})
@@ -250,7 +422,7 @@ def worker_commands(
             argv += ["--local-directory", scratch]
         if name is not None:
             argv += ["--name", name if len(shares) == 1 else f"{name}-{number}"]
-        argv += passthrough
+        argv += [*binding, *passthrough]
         commands.append(WorkerCommand(tuple(argv), share.environ()))
     return commands
 
@@ -407,6 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
 
     facts = detect_machine(args.scratch)
+    host = listen_host(args.scheduler, passthrough)
     commands = worker_commands(
         args.scheduler,
         advertised_resources(facts, args.nworkers),
@@ -415,7 +588,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         name=args.name,
         extra_resources=args.resources,
         passthrough=passthrough,
+        host=host,
     )
+    print(exposure(args.scheduler, host, passthrough), file=sys.stderr)
     if args.dry_run:
         for command in commands:
             print(command.shell())

@@ -158,10 +158,15 @@ def test_slots_are_how_many_such_tasks_one_worker_runs_at_once(resources, slots)
 
 def test_a_local_worker_advertises_the_shape_in_a_session_of_its_own():
     worker = launch.make_worker(
-        pool(options={"env": {"A": 1}, "args": ["--no-nanny"]}), "tcp://s:1", "a100x2-1"
+        pool(options={"env": {"A": 1}, "args": ["--no-nanny"]}), "tcp://127.0.0.1:1", "a100x2-1"
     )
     assert isinstance(worker, launch.LocalWorker)
-    assert worker.argv[:4] == [sys.executable, "-m", "distributed.cli.dask_worker", "tcp://s:1"]
+    assert worker.argv[:4] == [
+        sys.executable,
+        "-m",
+        "distributed.cli.dask_worker",
+        "tcp://127.0.0.1:1",
+    ]
     flags = dict(zip(worker.argv[4::2], worker.argv[5::2], strict=False))
     assert flags["--name"] == "a100x2-1"
     assert flags["--nthreads"] == "8"
@@ -169,6 +174,24 @@ def test_a_local_worker_advertises_the_shape_in_a_session_of_its_own():
     assert flags["--resources"] == f"CPU=8,MEMORY={32 * GIB},GPU=2,GPU-A100=2"
     assert worker.argv[-1] == "--no-nanny"
     assert worker.env == {"A": "1"}
+
+
+def test_a_local_worker_and_its_nanny_listen_on_the_interface_that_reaches_the_scheduler():
+    worker = launch.make_worker(pool(), "tcp://127.0.0.1:8786", "a100x2-1")
+    assert isinstance(worker, launch.LocalWorker)
+    assert worker.argv[worker.argv.index("--host") + 1] == "127.0.0.1"
+    assert worker.argv[worker.argv.index("--dashboard-address") + 1] == "127.0.0.1:0"
+
+
+@pytest.mark.parametrize(
+    "theirs",
+    [["--host", "10.1.2.3"], ["--listen-address=tcp://10.1.2.3:9000"], ["--interface", "lo"]],
+    ids=["host", "listen-address", "interface"],
+)
+def test_a_local_pools_own_address_args_are_kept_unchanged(theirs):
+    worker = launch.make_worker(pool(options={"args": theirs}), "tcp://127.0.0.1:8786", "w")
+    assert worker.argv[-len(theirs) :] == theirs
+    assert "--host" not in worker.argv[: -len(theirs)]
 
 
 def test_a_local_pool_refuses_options_it_does_not_have():

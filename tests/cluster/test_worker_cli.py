@@ -155,6 +155,105 @@ def test_scheduler_file_may_replace_the_address(fake_gpus, capsys):
     assert argv[-2:] == ["--scheduler-file", "/shared/scheduler.json"]
 
 
+# --- where workers listen -----------------------------------------------------------------------
+
+
+def test_workers_of_a_loopback_scheduler_listen_on_127_0_0_1_only(fake_gpus, capsys):
+    fake_gpus("t4")
+    ((_, argv),) = dry_run(capsys, "tcp://127.0.0.1:8786", "--", "--death-timeout", "60")
+    assert option(argv, "--host") == "127.0.0.1"
+    assert option(argv, "--dashboard-address") == "127.0.0.1:0"
+    assert argv[-2:] == ["--death-timeout", "60"]  # the user's own stay last, unchanged
+
+
+def test_workers_of_a_remote_scheduler_listen_on_the_interface_that_reaches_it(fake_gpus, capsys):
+    from distributed.utils import get_ip
+
+    fake_gpus("t4")
+    ((_, argv),) = dry_run(capsys, SCHEDULER)
+    assert option(argv, "--host") == get_ip("10.0.0.1")
+    assert option(argv, "--dashboard-address") == f"{get_ip('10.0.0.1')}:0"
+
+
+@pytest.mark.parametrize(
+    ("theirs", "dashboard"),
+    [
+        (["--host", "0.0.0.0"], "0.0.0.0:0"),
+        (["--host=10.1.2.3"], "10.1.2.3:0"),
+        (["--listen-address", "tcp://0.0.0.0:9000", "--contact-address", "tcp://h:9000"],
+         "0.0.0.0:0"),
+        (["--listen-address", "tcp://:9000"], None),
+        (["--host", "0.0.0.0", "--dashboard-address", ":8788"], ":8788"),
+    ],
+    ids=["host", "host=", "listen-and-contact", "listen-on-all", "their-dashboard"],
+)  # fmt: skip
+def test_a_users_own_address_options_are_kept_unchanged(fake_gpus, capsys, theirs, dashboard):
+    fake_gpus("t4")
+    ((_, argv),) = dry_run(capsys, "tcp://127.0.0.1:8786", "--", *theirs)
+    assert argv[-len(theirs) :] == theirs
+    ours = argv[: -len(theirs)]
+    assert not {"--host", "--listen-address", "--contact-address"} & set(ours)
+    if dashboard is None:
+        assert "--dashboard-address" not in argv
+    elif "--dashboard-address" not in theirs:
+        assert option(ours, "--dashboard-address") == dashboard
+
+
+def test_a_users_interface_is_kept_and_its_dashboard_follows_it(fake_gpus, capsys):
+    fake_gpus("t4")
+    ((_, argv),) = dry_run(capsys, SCHEDULER, "--", "--interface", "lo")
+    assert "--host" not in argv
+    assert option(argv, "--interface") == "lo"
+    assert option(argv, "--dashboard-address") == "127.0.0.1:0"
+
+
+def test_a_scheduler_file_is_read_for_the_interface(fake_gpus, capsys, tmp_path):
+    fake_gpus("t4")
+    scheduler_file = tmp_path / "scheduler.json"
+    scheduler_file.write_text('{"address": "tcp://127.0.0.1:8786"}')
+    ((_, argv),) = dry_run(capsys, "--", "--scheduler-file", str(scheduler_file))
+    assert option(argv, "--host") == "127.0.0.1"
+
+
+def test_tls_options_pass_through_to_every_worker(fake_gpus, capsys):
+    fake_gpus("t4")
+    tls = ["--tls-ca-file", "ca.pem", "--tls-cert", "cert.pem", "--tls-key", "key.pem"]
+    for _, argv in dry_run(capsys, "tls://127.0.0.1:8786", "--nworkers", "2", "--", *tls):
+        assert argv[-6:] == tls
+        assert option(argv, "--host") == "127.0.0.1"
+
+
+def said_on_start(capsys, *args: str) -> str:
+    """What ``taskcell worker --dry-run ARGS`` says on stderr."""
+    assert main(["--dry-run", *args]) == 0
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "where", "how"),
+    [
+        (["tcp://127.0.0.1:8786"], "listen on 127.0.0.1 (the interface that reaches "
+         "tcp://127.0.0.1:8786)", "; plain TCP, without TLS: whoever reaches it can run code"),
+        (["tcp://127.0.0.1:8786", "--", "--host", "0.0.0.0"],
+         "listen on all interfaces, 0.0.0.0 (as your own options after -- say)",
+         "; plain TCP, without TLS"),
+        (["tls://127.0.0.1:8786", "--", "--tls-ca-file", "ca.pem"], "listen on 127.0.0.1",
+         "; over TLS"),
+        (["tcp://127.0.0.1:8786", "--", "--tls-ca-file", "ca.pem"], "listen on 127.0.0.1",
+         "; plain TCP, without TLS: your TLS options apply only to a tls:// scheduler"),
+    ],
+    ids=["loopback", "their-host", "tls", "tls-options-on-tcp"],
+)  # fmt: skip
+def test_it_says_on_start_where_it_listens_and_whether_over_tls(
+    fake_gpus, capsys, args, where, how
+):
+    fake_gpus("t4")
+    (line,) = said_on_start(capsys, *args).splitlines()
+    assert line.startswith("taskcell worker: workers, their nannies and dashboards ")
+    assert where in line
+    assert how in line
+
+
 # --- bad arguments ------------------------------------------------------------------------------
 
 
