@@ -30,7 +30,7 @@ from taskcell.errors import (
     user_error,
     worker_lost,
 )
-from taskcell.runner import events, process_state
+from taskcell.runner import bounded, events, process_state
 from taskcell.runner.analysis import analyze_cell
 from taskcell.runner.cell_dask import uses_dask
 from taskcell.runner.cell_magics import check_magics
@@ -470,6 +470,10 @@ def _result(client: Client, sub: Submission, out: Display) -> CellResult:
         raise _cancelled(client, sub, out)
     try:
         result = _fetch(client, sub)
+    except KeyboardInterrupt:
+        sub.record.finish("interrupted", error=f"interrupted {_where(sub)}")
+        out.status("interrupted while its result came back; nothing was written back")
+        raise Interrupted("the cell was interrupted while its result came back") from None
     except CellInterrupted as e:  # cancelled: handle.cancel(), %task_cancel, the sidebar
         sub.record.finish("cancelled", error=f"{e} {_where(sub)}")
         out.status(f"cancelled {_where(sub)}; nothing was written back")
@@ -515,8 +519,9 @@ def _threshold() -> int:
 def _fetch(client: Client, sub: Submission) -> CellResult:
     """The cell's result, its large outputs left on the worker behind handles, as are large
     new states of inputs that were already there (others come to change the notebook's)."""
+    worker = sub.attempts[-1] if sub.attempts else None
     with guard_classes(sub.sent.classes):
-        return _fetched(client, sub)
+        return bounded.fetch(client, worker, lambda: _fetched(client, sub))
 
 
 def _fetched(client: Client, sub: Submission) -> CellResult:

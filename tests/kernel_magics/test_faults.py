@@ -438,3 +438,72 @@ def test_an_input_that_cannot_travel_is_named_in_one_line_and_nothing_runs(
         assert kernel.value("touched") is False
     finally:
         kernel.stop()
+
+
+def held_result(tmp_path) -> tuple[str, str, str]:
+    """A cell whose value pickles at once in its own process but, in the worker's, only once
+    a gate file exists: the kernel is then fetching its result. The cell, the file the worker
+    writes when it starts holding, and the gate."""
+    marker, gate = str(tmp_path / "holding"), str(tmp_path / "gate")
+    code = cell(f"""
+        %%task
+        import os, time
+        class Held:
+            def __reduce__(self):
+                if "TASKCELL_WORKER_NAME" not in os.environ:  # the worker, not the cell's process
+                    open({marker!r}, "w").close()
+                    deadline = time.monotonic() + 300
+                    while not os.path.exists({gate!r}) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                return (Held, ())
+        held = Held()
+        """)
+    return code, marker, gate
+
+
+def test_a_frozen_scheduler_while_the_result_comes_back_ends_the_cell_in_one_line(
+    frozen_scheduler, tmp_path
+):
+    kernel = connected_kernel(
+        frozen_scheduler.address, "dask.config.set({'taskcell.scheduler-timeout': '3s'})"
+    )
+    code, marker, gate = held_result(tmp_path)
+    try:
+        msg_id = kernel.start(code)
+        eventually(lambda: os.path.exists(marker), "the worker to hold the cell's result")
+        os.kill(frozen_scheduler.scheduler.pid, signal.SIGSTOP)
+        out = kernel.wait(msg_id, timeout=90)
+        assert out.of_type("error")[0]["content"]["ename"] == "ClusterError"
+        assert "has not answered" in out.error_text
+        assert "nothing was written back" in out.error_text
+        assert len(out.error_text.strip().splitlines()) <= 2  # the line, and IPython's name
+    finally:
+        open(gate, "w").close()
+        os.kill(frozen_scheduler.scheduler.pid, signal.SIGCONT)
+    try:
+        assert kernel.value("'held' in globals()") is False
+    finally:
+        kernel.stop()
+
+
+def test_an_interrupt_while_the_result_comes_back_ends_the_cell_in_one_line(
+    dask_processes, tmp_path
+):
+    dask_processes.worker()
+    kernel = connected_kernel(dask_processes.address)
+    code, marker, gate = held_result(tmp_path)
+    try:
+        msg_id = kernel.start(code)
+        eventually(lambda: os.path.exists(marker), "the worker to hold the cell's result")
+        kernel.manager.interrupt_kernel()
+        out = kernel.wait(msg_id, timeout=90)
+        error = out.of_type("error")[0]["content"]
+        assert error["ename"] == "KeyboardInterrupt"
+        assert error["traceback"] == [
+            "KeyboardInterrupt: the cell was interrupted while its result came back"
+        ]
+        open(gate, "w").close()
+        assert kernel.value("'held' in globals()") is False
+    finally:
+        open(gate, "w").close()
+        kernel.stop()

@@ -1,0 +1,107 @@
+"""A finished cell's result, fetched under the rule every other wait of a cell keeps.
+
+Fetching asks the scheduler where the result is and then the worker for it. A network cut or a
+frozen scheduler at that moment held the cell for Dask's own comm timeouts (tens of seconds) and
+ended it with a long ``CommClosedError``; an interrupt there showed Dask's traceback. Here the
+fetch runs in a thread of its own while the kernel's main thread waits in slices an interrupt
+ends (:mod:`taskcell.cluster.interruptible`), asking meanwhile whether the scheduler and the
+worker still answer: one silent past ``taskcell.scheduler-timeout`` ends the cell in one line,
+with nothing written back. A slow transfer from a worker that answers is waited for: slow is not
+dead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from taskcell import config
+from taskcell.cluster import interruptible
+from taskcell.cluster.connect import ANSWER_TIMEOUT, live_workers, not_answering
+from taskcell.errors import ClusterError
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+T = TypeVar("T")
+
+#: Seconds between two looks at the scheduler and the worker while a result comes back.
+LOOK_EVERY = 0.5
+_CONSEQUENCE = "nothing was written back"
+
+
+def fetch(client: Client, worker: str | None, get: Callable[[], T]) -> T:
+    """``get()``, the cell's result from ``worker``, ended as described in the module docstring.
+
+    Raises
+    ------
+    ClusterError
+        The scheduler or the worker stopped answering, or the connection to them failed.
+    KeyboardInterrupt
+        An interrupt, within :data:`~taskcell.cluster.interruptible.SLICE` seconds.
+    """
+    done = threading.Event()
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = get()
+        except BaseException as e:
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="taskcell-fetch", daemon=True).start()
+    worker_answered = time.monotonic()
+    while not interruptible.wait(done, LOOK_EVERY):
+        _scheduler_answers(client)
+        if worker is not None:
+            worker_answered = _worker_answers(client, worker, worker_answered)
+    if "error" in box:
+        raise _in_one_line(client, worker, box["error"])  # type: ignore[arg-type]
+    return box["value"]  # type: ignore[return-value]
+
+
+def _scheduler_answers(client: Client) -> None:
+    """Ask the scheduler (at most once a second); ClusterError once it is silent too long."""
+    try:
+        live_workers(client)
+    except ClusterError:
+        error = not_answering(client, _CONSEQUENCE)
+        if error is not None:
+            raise error from None
+
+
+def _worker_answers(client: Client, worker: str, since: float) -> float:
+    """When ``worker`` last answered: now, if it answers its identity; ClusterError once it has
+    been silent past ``taskcell.scheduler-timeout``."""
+    try:
+        client.sync(client.rpc(worker).identity, callback_timeout=ANSWER_TIMEOUT)
+        return time.monotonic()
+    except (OSError, asyncio.TimeoutError, TimeoutError):
+        quiet, limit = time.monotonic() - since, config.seconds("scheduler-timeout")
+        if quiet > limit:
+            raise ClusterError(
+                f"the worker {worker} has not answered for {quiet:.0f} s while the cell's "
+                f"result came back (taskcell.scheduler-timeout is {limit:g} s); {_CONSEQUENCE}"
+            ) from None
+        return since
+
+
+def _in_one_line(client: Client, worker: str | None, error: BaseException) -> BaseException:
+    """A connection's failure as one line naming where; any other error as it is."""
+    if isinstance(error, asyncio.CancelledError):
+        return ClusterError(
+            f"lost the scheduler at {client.scheduler.address} while the cell's result came "
+            f"back; {_CONSEQUENCE}"
+        )
+    if isinstance(error, (OSError, asyncio.TimeoutError, TimeoutError)):
+        where = worker or client.scheduler.address
+        why = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return ClusterError(
+            f"the cell's result could not be fetched from {where} ({why}); {_CONSEQUENCE}"
+        )
+    return error
