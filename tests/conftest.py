@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -125,10 +127,23 @@ class KernelSession:
     """A real IPython kernel (jupyter_client), fed code as a notebook would feed it."""
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        from jupyter_client.manager import start_new_kernel
+        from jupyter_client.manager import KernelManager
 
         extra = {"env": {**os.environ, **env}} if env else {}
-        self.manager, self.client = start_new_kernel(kernel_name="python3", **extra)
+        # IPC: the kernel's sockets are files of its own, so no other process can take a port
+        # chosen for it before it binds it (ZMQError: Address already in use).
+        self._sockets = tempfile.mkdtemp(prefix="taskcell-kernel-")
+        self.manager = KernelManager(
+            kernel_name="python3", transport="ipc", ip=os.path.join(self._sockets, "kernel")
+        )
+        self.manager.start_kernel(**extra)
+        self.client = self.manager.client()
+        self.client.start_channels()
+        try:
+            self.client.wait_for_ready(timeout=60)
+        except RuntimeError:
+            self.stop()
+            raise
         #: Every output message read so far, whichever execution it came under: a background
         #: thread's output comes under the cell running when it is sent.
         self.log: list[dict] = []
@@ -213,7 +228,9 @@ class KernelSession:
 
     def stop(self) -> None:
         self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
+        if self.manager.has_kernel:
+            self.manager.shutdown_kernel(now=True)
+        shutil.rmtree(self._sockets, ignore_errors=True)
 
 
 class Execution:

@@ -237,6 +237,19 @@ class TaskMagics(Magics):
         print(f"taskcell: cancelling {', '.join(h.record.cell for h in cancelled)}")
 
     @line_magic
+    def task_wait(self, line: str) -> None:
+        """Wait for the background cells not waited for yet (``%task_wait``), or one
+        (``%task_wait NAME``), and raise the first failure here: a notebook run by nbclient or
+        papermill then fails at this line."""
+        from taskcell.runner.execution import wait_background
+
+        which = line.strip() or "all"
+        waited = wait_background(which)
+        if not waited and which != "all":
+            raise UsageError(f"no background cell named {which!r} is waiting")
+        print(f"taskcell: {len(waited)} background cell{'s' if len(waited) != 1 else ''} done")
+
+    @line_magic
     def task_cluster(self, line: str) -> str:
         """Show the cluster ``%%task`` uses, or point it at one: ``%task_cluster tcp://host:8786``."""
         from taskcell.cluster import connect

@@ -100,6 +100,9 @@ class Submission:
     attempts: list[str] = field(default_factory=list)
     sizes: dict[str, int] | None = None
     changed_sizes: dict[str, int] = field(default_factory=dict)
+    submitted_at: float = field(default_factory=time.monotonic)
+    status_at: float = 0.0  #: when its status was last shown
+    done_at: float = 0.0  #: when its future was first seen done
 
 
 def submit_cell(
@@ -253,7 +256,7 @@ def _seal(
     if pickled.sealed.nbytes > SEAL_THRESHOLD:
         into.remote[BUNDLE] = _scattered(client, pickled.sealed)
     else:
-        into.sealed = pickled.sealed
+        into.sealed = pickled.sealed.copied()
 
 
 def _pickled(values: dict[str, Any], namespace: MutableMapping[str, Any]) -> Pickled:
@@ -368,8 +371,10 @@ def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
     :class:`~taskcell.errors.ClusterError`.
     """
     try:
-        _follow(client, sub, out)
+        while not look(client, sub, out, timeout=0.1):
+            pass
     except KeyboardInterrupt:
+        events.forget(client, sub.job.key)
         where = _where(sub)
         sub.record.finish("interrupted", error=f"interrupted {where}")
         if stop_cell(client, sub.job.key, sub.future):
@@ -381,32 +386,52 @@ def wait_for_cell(client: Client, sub: Submission, out: Display) -> CellResult:
             )
         raise Interrupted(f"the cell was interrupted {where}") from None
     except ClusterError as e:
-        sub.record.finish("lost", error=str(e))
-        stop_cell(client, sub.job.key, sub.future)
+        cell_lost(client, sub, e)
         raise
-    finally:
-        events.forget(client, sub.job.key)
+    return finish_cell(client, sub, out)
+
+
+def look(client: Client, sub: Submission, out: Display, timeout: float) -> bool:
+    """One look at a submitted cell: what it sent shown (waiting up to ``timeout`` for it), its
+    status every half second; True once it has ended and all it sent is shown. ClusterError
+    when its worker died or its scheduler is lost (then :func:`cell_lost`)."""
+    _handle_next(sub, out, timeout)
+    now = time.monotonic()
+    if now - sub.status_at >= 0.5:
+        sub.status_at = now
+        out.status(_status(client, sub, now - sub.submitted_at))
+    if not (sub.future.done() and sub.events.empty()):
+        return False
+    if sub.future.status != "finished" or sub.sizes is not None:
+        return True
+    sub.done_at = sub.done_at or now  # its sizes come by the event stream, a little later
+    return now - sub.done_at >= 2
+
+
+def cell_lost(client: Client, sub: Submission, error: ClusterError) -> None:
+    """Record a cell lost with its worker or its scheduler, and stop what is left of it."""
+    events.forget(client, sub.job.key)
+    sub.record.finish("lost", error=str(error))
+    stop_cell(client, sub.job.key, sub.future)
+
+
+def finish_cell(client: Client, sub: Submission, out: Display) -> CellResult:
+    """The result of a cell :func:`look` saw end; its error raised as the user's."""
+    events.forget(client, sub.job.key)
     return _result(client, sub, out)
 
 
-def _follow(client: Client, sub: Submission, out: Display) -> None:
-    waiting_since = time.monotonic()
-    last_status = 0.0
-    while not (sub.future.done() and sub.events.empty()):
-        _handle_next(sub, out, timeout=0.1)
-        now = time.monotonic()
-        if now - last_status >= 0.5:
-            last_status = now
-            out.status(_status(client, sub, now - waiting_since))
-    if sub.future.status == "finished":
-        deadline = time.monotonic() + 2
-        while sub.sizes is None and time.monotonic() < deadline:
-            _handle_next(sub, out, timeout=0.05)
-
-
 def _handle_next(sub: Submission, out: Display, timeout: float) -> None:
+    """Show what the cell sent: the first event waited for up to ``timeout``, then any others
+    already in."""
+    try:
+        event = sub.events.get(timeout=timeout) if timeout > 0 else sub.events.get_nowait()
+    except queue.Empty:
+        return
+    _handle(event, sub, out)
     with contextlib.suppress(queue.Empty):
-        _handle(sub.events.get(timeout=timeout), sub, out)
+        while True:
+            _handle(sub.events.get_nowait(), sub, out)
 
 
 def _handle(event: dict, sub: Submission, out: Display) -> None:

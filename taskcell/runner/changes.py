@@ -11,12 +11,12 @@ written`); others by a hash. An input the cell only read costs no copy back.
 
 from __future__ import annotations
 
-import hashlib
 import types
 from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
+import xxhash
 
 Written = Callable[[memoryview], "bool | None"]
 _NOT_DATA = (
@@ -60,12 +60,12 @@ class InputSnapshot:
             data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
         except Exception:  # it cannot travel back either; the reply names it
             return None
-        parts: list[Any] = [hashlib.blake2b(data, digest_size=16).digest()]
+        parts: list[Any] = [xxhash.xxh3_128_digest(data)]
         for buffer in buffers:
             raw = buffer.raw()
             written = self._written(raw)
             if written is None:
-                parts.append(hashlib.blake2b(raw, digest_size=16).digest())
+                parts.append(xxhash.xxh3_128_digest(raw))
             else:
                 parts.append((raw.nbytes, written))
         return tuple(parts)

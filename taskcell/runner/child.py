@@ -181,8 +181,7 @@ def _evaluated(code: Any, namespace: dict[str, Any]) -> Any:
 def _inputs(job: CellJob, namespace: dict[str, Any]) -> dict[str, Any]:
     """The cell's inputs by name, their notebook functions reading ``namespace``; names the
     notebook bound to one object share it here."""
-    crossing.forget_received_functions()
-    known = crossing.tracked_classes()
+    crossing.begin_cell()
     with crossing.receiving(namespace):
         inputs = job.sealed.open() if job.sealed is not None else {}
         for name, value in job.inputs.items():
@@ -190,7 +189,6 @@ def _inputs(job: CellJob, namespace: dict[str, Any]) -> dict[str, Any]:
                 inputs.update(value.open())
             else:
                 inputs[name] = value
-    crossing.track_received_classes(known)
     for name, same in job.same.items():
         inputs[name] = inputs[same]
     return inputs

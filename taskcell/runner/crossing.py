@@ -52,10 +52,13 @@ class Sealed:
     buffers. Dask moves it as it is; only :meth:`open` in the cell's process makes the values
     again."""
 
-    __slots__ = ("buffers", "names", "payload")
+    __slots__ = ("buffers", "kinds", "names", "payload")
 
-    def __init__(self, names: tuple[str, ...], payload: bytes, buffers: list[Any]) -> None:
+    def __init__(
+        self, names: tuple[str, ...], kinds: tuple[str, ...], payload: bytes, buffers: list[Any]
+    ) -> None:
         self.names = names
+        self.kinds = kinds  #: the type name of each value, for an error that names it
         self.payload = payload
         self.buffers = buffers
 
@@ -74,24 +77,31 @@ class Sealed:
             h.update(memoryview(buffer).cast("B"))
         return h.digest()
 
+    def copied(self) -> Sealed:
+        """This, its buffers copied: Dask may send a task's arguments after ``submit`` returns,
+        and the notebook may change its arrays by then (a background cell)."""
+        # bytearray, not bytes: a buffer pickled read-only is rebuilt read-only in the cell
+        return Sealed(self.names, self.kinds, self.payload, [bytearray(b) for b in self.buffers])
+
     def open(self) -> dict[str, Any]:
         """The values by name, rebuilt in order (in the cell's process, inside
         :func:`receiving`); InputError names one that cannot be."""
         unpickler = pickle.Unpickler(io.BytesIO(self.payload), buffers=self.buffers)
         values = {}
-        for name in self.names:
+        for name, kind in zip(self.names, self.kinds, strict=True):
             try:
                 values[name] = unpickler.load()
             except Exception as e:
                 raise InputError(
-                    f"input {name!r} was pickled in the notebook but cannot be rebuilt on the "
-                    f"worker: {type(e).__name__}: {e}. Create it inside the %%task cell instead."
+                    f"input {name!r} ({kind}) cannot be sent to a worker: it pickles in the "
+                    f"notebook but does not load there ({type(e).__name__}: {e}). Create it "
+                    f"inside the %%task cell instead."
                 ) from None
         return values
 
     def __reduce_ex__(self, protocol: Any) -> tuple:
         buffers = [pickle.PickleBuffer(b) for b in self.buffers]
-        return (Sealed, (self.names, self.payload, buffers))
+        return (Sealed, (self.names, self.kinds, self.payload, buffers))
 
 
 # --- going out: the kernel ------------------------------------------------------------------
@@ -140,12 +150,20 @@ class CellPickler(Pickler):
             params = obj.cache_parameters()
             return (_cached, (obj.__wrapped__, params["maxsize"], params["typed"]))
         if isinstance(obj, type) and obj.__module__ == "__main__":
-            self.classes.add(obj)
+            return self._notebook_class(obj)
         if self.roots and _is_ndarray(obj):
             root = _root(obj)
             if root is not obj and id(root) in self.roots:
                 return _view_reduce(obj, root)
         return super().reducer_override(obj)
+
+    def _notebook_class(self, cls: type) -> Any:
+        """cloudpickle's reduction of ``cls``, by value, marked on arrival as the notebook's."""
+        self.classes.add(cls)
+        reduced = super().reducer_override(cls)
+        if not isinstance(reduced, tuple) or len(reduced) != 6:
+            return reduced
+        return (*reduced[:5], _notebook_class_setstate)
 
     def _notebook_function(self, func: types.FunctionType) -> tuple:
         _, args, (state, slots), *_ = self._dynamic_function_reduce(func)
@@ -234,7 +252,8 @@ def seal(values: Mapping[str, Any], namespace: Mapping[str, Any]) -> Pickled:
         except Exception as e:
             e.input_name = name  # type: ignore[attr-defined]
             raise
-    sealed = Sealed(tuple(values), stream.getvalue(), [b.raw() for b in pickler.buffers])
+    kinds = tuple(type(v).__name__ for v in values.values())
+    sealed = Sealed(tuple(values), kinds, stream.getvalue(), [b.raw() for b in pickler.buffers])
     return Pickled(sealed, frozenset(pickler.classes))
 
 
@@ -271,9 +290,17 @@ def receiving(namespace: dict[str, Any]) -> Iterator[None]:
         del _local.namespace
 
 
-#: The notebook's functions and classes this process received, with their tokens.
-_received_functions: dict[int, tuple[types.FunctionType, str]] = {}
-_received_classes: weakref.WeakSet[type] = weakref.WeakSet()
+#: The notebook's functions (with their tokens) and classes the current cell received.
+_cell_functions: dict[int, tuple[types.FunctionType, str]] = {}
+_cell_classes: dict[int, type] = {}
+#: Every notebook class this process received: each goes back as a reference.
+_from_notebook: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def begin_cell() -> None:
+    """Forget what the last cell received: the next receives its own."""
+    _cell_functions.clear()
+    _cell_classes.clear()
 
 
 def _notebook_function(
@@ -283,33 +310,19 @@ def _notebook_function(
     if namespace is None:
         namespace = {"__name__": "__main__"}
     func = types.FunctionType(code, namespace, name, defaults, closure)
-    _received_functions[id(func)] = (func, token)
+    _cell_functions[id(func)] = (func, token)
     return func
+
+
+def _notebook_class_setstate(cls: type, state: Any) -> type:
+    _cp._class_setstate(cls, state)
+    _cell_classes[id(cls)] = cls
+    _from_notebook.add(cls)
+    return cls
 
 
 def _cached(func: Any, maxsize: int | None, typed: bool) -> Any:
     return functools.lru_cache(maxsize=maxsize, typed=typed)(func)
-
-
-def track_received_classes(before: set[Any]) -> None:
-    """Remember the notebook classes that arrived since ``before`` (cloudpickle's tracked
-    classes, by tracker id): they go back to the notebook as references."""
-    with _cp._DYNAMIC_CLASS_TRACKER_LOCK:
-        now = dict(_cp._DYNAMIC_CLASS_TRACKER_BY_ID)
-    for tracker, cls in now.items():
-        if tracker not in before:
-            _received_classes.add(cls)
-
-
-def tracked_classes() -> set[Any]:
-    """The tracker ids of the classes cloudpickle knows in this process now."""
-    with _cp._DYNAMIC_CLASS_TRACKER_LOCK:
-        return set(_cp._DYNAMIC_CLASS_TRACKER_BY_ID)
-
-
-def forget_received_functions() -> None:
-    """Drop this cell's received functions (the next cell receives its own)."""
-    _received_functions.clear()
 
 
 class ReturnPickler(cloudpickle.CloudPickler):
@@ -317,7 +330,7 @@ class ReturnPickler(cloudpickle.CloudPickler):
     the notebook's own class (its tracker id, with no methods or state to overwrite it with)."""
 
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, type) and obj in _received_classes:
+        if isinstance(obj, type) and obj in _from_notebook:
             constructor, args, _state, *rest = super().reducer_override(obj)
             return (constructor, args, ({}, {}), *rest)
         return super().reducer_override(obj)
@@ -375,10 +388,10 @@ class DefinitionsSnapshot:
     """The state of the notebook classes and functions a cell received, before it runs."""
 
     def __init__(self) -> None:
-        self._classes = {cls: _digest(_class_data(cls)) for cls in list(_received_classes)}
+        self._classes = {cls: _digest(_class_data(cls)) for cls in _cell_classes.values()}
         self._functions = {
             token: (func, _digest(_function_data(func)))
-            for func, token in _received_functions.values()
+            for func, token in _cell_functions.values()
         }
 
     def changed(self) -> Definitions:

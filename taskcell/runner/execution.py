@@ -7,6 +7,7 @@ one name, the one submitted last wins (whichever finishes first).
 
 from __future__ import annotations
 
+import concurrent.futures
 import html
 import itertools
 import threading
@@ -22,6 +23,9 @@ from taskcell.runner.cell_task import (
     CellSource,
     Display,
     Submission,
+    cell_lost,
+    finish_cell,
+    look,
     submit_cell,
     wait_for_cell,
 )
@@ -43,6 +47,8 @@ _bound: dict[str, tuple[int, Any]] = {}
 _bind_lock = threading.Lock()
 #: Background cells not finished yet, by key.
 _running: dict[str, BackgroundCell] = {}
+#: Background cells no ``%task_wait`` has waited for yet, in the order they were submitted.
+_unwaited: list[BackgroundCell] = []
 
 
 class BackgroundCell:
@@ -72,29 +78,59 @@ class BackgroundCell:
         self._drawing = threading.Lock()  # a redraw never races the first display
         self._shown = False
         self._changed_at = 0.0
+        self._out = Display(stream=self._stream, display=self._display, status=self._set_status)
 
     @classmethod
     def start(cls, attempts: Attempts, sub: Submission) -> BackgroundCell:
-        """Follow ``sub`` in a thread and bind its outputs if it succeeds."""
+        """Follow ``sub`` with the kernel's other background cells (:class:`_Watcher`) and
+        bind its outputs if it succeeds."""
         handle = cls(attempts, sub)
         _running[handle.key] = handle
-        threading.Thread(target=handle._follow, name=f"taskcell-{handle.key}", daemon=True).start()
+        _unwaited.append(handle)
+        _watcher.watch(handle)
         return handle
 
-    def _follow(self) -> None:
-        out = Display(stream=self._stream, display=self._display, status=self._set_status)
+    def look(self) -> BaseException | bool:
+        """One look at the cell (see :func:`~taskcell.runner.cell_task.look`): True once it
+        ended, an error once it was lost (or the look failed), False while it goes on."""
         try:
-            self._sub, result = self._attempts.wait(self._sub, out, self._resubmitted)
+            return look(self._client, self._sub, self._out, timeout=0)
+        except BaseException as e:
+            return e
+
+    def finish(self, failed: BaseException | None) -> None:
+        """Bind the ended cell's outputs, or run it again where its request allows (then it is
+        followed again), or end with its error (``failed``: what its last look raised)."""
+        try:
+            if isinstance(failed, ClusterError):
+                cell_lost(self._client, self._sub, failed)
+            if failed is not None:
+                raise failed
+            result = finish_cell(self._client, self._sub, self._out)
+        except (CellError, ClusterError) as error:
+            try:
+                self._sub = self._attempts.again(error, self._sub, self._out)
+            except BaseException as final:
+                self._end(final)
+                return
+            self.record = self._sub.record
+            _watcher.watch(self)
+            return
+        except BaseException as e:
+            self._end(e)
+            return
+        try:
             self.value = self._bind(result)
         except BaseException as e:
-            self.error = e
-        finally:
-            _running.pop(self.key, None)
-            self._done.set()
-            self._changed(force=True)
+            self._end(e)
+            return
+        self._end(None)
 
-    def _resubmitted(self, sub: Submission) -> None:
-        self._sub, self.record = sub, sub.record
+    def _end(self, error: BaseException | None) -> None:
+        self.error = error
+        _running.pop(self.key, None)
+        self._done.set()
+        self._changed(force=True)
 
     def _bind(self, result: Any) -> Any:
         """Apply the finished cell, binding only the names nobody rebound since (see the
@@ -164,8 +200,9 @@ class BackgroundCell:
             )
         text = "\n".join(lines) + ("\n" + self.output if self.output else "")
         failure = getattr(self.error, "traceback_text", None)
-        if failure:
+        if failure:  # shown as Jupyter shows an error: the stream it uses, red
             text += "\n" + failure
+            return {"application/vnd.jupyter.stderr": text, "text/plain": text}
         return {"text/plain": text, "text/html": f"<pre>{html.escape(text)}</pre>"}
 
     def _summary(self) -> str:
@@ -200,6 +237,77 @@ class BackgroundCell:
     def __repr__(self) -> str:
         why = f": {self.error}" if self.error is not None else ""
         return f"<taskcell background cell {self.record.cell!r}: {self.record.state}{why}>"
+
+
+def wait_background(which: str = "all") -> list[BackgroundCell]:
+    """Wait for the background cells named ``which`` (their ``--name`` or cell-N), or all of
+    them, not waited for before; the first failure raised once all have ended (a cancelled cell
+    is not one), so a notebook run by nbclient or papermill fails where it waits."""
+    chosen = [h for h in list(_unwaited) if which in ("all", h.record.cell)]
+    for handle in chosen:
+        interruptible.wait(handle._done)
+    for handle in chosen:
+        _unwaited.remove(handle)
+    failed = [
+        h for h in chosen if h.error is not None and not isinstance(h.error, KeyboardInterrupt)
+    ]
+    if failed:
+        raise failed[0].error  # type: ignore[misc]
+    return chosen
+
+
+class _Watcher:
+    """Follows every background cell of the kernel in one thread, a look at each every
+    :data:`LOOK_EVERY` seconds; a cell that ended is finished (its result fetched, its names
+    bound) by one of a few threads, so a large result does not hold the others' output back.
+    A thousand background cells cost one thread, not a thousand."""
+
+    #: Seconds between two looks at the cells.
+    LOOK_EVERY = 0.05
+    #: Threads that finish ended cells at once.
+    FINISHERS = 4
+
+    def __init__(self) -> None:
+        self._cells: list[BackgroundCell] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._finishers: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def watch(self, handle: BackgroundCell) -> None:
+        """Follow ``handle`` from now on."""
+        with self._lock:
+            self._cells.append(handle)
+            if self._finishers is None:
+                self._finishers = concurrent.futures.ThreadPoolExecutor(
+                    self.FINISHERS, thread_name_prefix="taskcell-finish"
+                )
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="taskcell-background", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                cells = list(self._cells)
+                if not cells:
+                    self._thread = None
+                    return
+                finishers = self._finishers
+            for handle in cells:
+                seen = handle.look()
+                if seen is False:
+                    continue
+                with self._lock:
+                    self._cells.remove(handle)
+                failed = seen if isinstance(seen, BaseException) else None
+                if finishers is not None:
+                    finishers.submit(handle.finish, failed)
+            time.sleep(self.LOOK_EVERY)
+
+
+_watcher = _Watcher()
 
 
 def cancel_background(which: str) -> list[BackgroundCell]:
@@ -239,31 +347,30 @@ class Attempts:
         self.history.append(sub.record)
         return sub
 
-    def wait(
-        self,
-        sub: Submission,
-        out: Display,
-        resubmitted: Callable[[Submission], None] = lambda sub: None,
-    ) -> tuple[Submission, CellResult]:
+    def wait(self, sub: Submission, out: Display) -> tuple[Submission, CellResult]:
         """The submission that finished and its result; the last attempt's error."""
         while True:
             try:
                 return sub, wait_for_cell(self.client, sub, out)
             except (CellError, ClusterError) as error:
-                step = self._step(error, sub)
-                if step is None:
-                    raise
-                if self.attempt > self.retries:
-                    out.stream("stderr", f"taskcell: {step.message}\n")
-                    raise
-                out.stream(
-                    "stderr",
-                    f"taskcell: {step.message}; running it again "
-                    f"(attempt {self.attempt + 1} of {self.retries + 1})\n",
-                )
-                self.request, self.attempt = step.request, self.attempt + 1
-                sub = self.submit()
-                resubmitted(sub)
+                sub = self.again(error, sub, out)
+
+    def again(self, error: BaseException, sub: Submission, out: Display) -> Submission:
+        """The next attempt after ``sub`` failed with ``error``, one rung up; ``error`` raised
+        where it was not memory, or no attempt is left."""
+        step = self._step(error, sub)
+        if step is None:
+            raise error
+        if self.attempt > self.retries:
+            out.stream("stderr", f"taskcell: {step.message}\n")
+            raise error
+        out.stream(
+            "stderr",
+            f"taskcell: {step.message}; running it again "
+            f"(attempt {self.attempt + 1} of {self.retries + 1})\n",
+        )
+        self.request, self.attempt = step.request, self.attempt + 1
+        return self.submit()
 
     def _step(self, error: BaseException, sub: Submission) -> Any:
         if self.escalate is None:

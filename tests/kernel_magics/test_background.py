@@ -118,3 +118,52 @@ def test_among_background_cells_binding_one_name_the_last_submitted_wins(
         (tmp_path / str(i)).touch()
         assert bg_kernel.run(f"writer_{i}.wait(60)").status == "ok"
     assert bg_kernel.value("shared") == 4
+
+
+def test_many_background_cells_all_bind_and_cost_one_thread(bg_kernel, tmp_path):
+    """Two hundred background cells, all waiting at once, are followed by one thread of the
+    kernel (and a few that finish them), not one each; every one binds its name."""
+    gate = str(tmp_path / "gate")
+    bg_kernel.run(f"import threading\nbefore = threading.active_count()\ngate = {gate!r}")
+    for i in range(200):
+        out = bg_kernel.run(
+            f"%%task --bg\nimport os, time\nwhile not os.path.exists(gate):\n"
+            f"    time.sleep(0.05)\nsquare_{i} = {i} * {i}",
+            timeout=120,
+        )
+        assert out.status == "ok", out.error_text
+    assert bg_kernel.value("threading.active_count() - before") <= 10
+    open(gate, "w").close()
+    bound = bg_kernel.eventual_value(
+        "sum(f'square_{i}' in globals() for i in range(200))",
+        "every background cell to bind its name",
+        holds=lambda n: n == 200,
+    )
+    assert bound == 200
+    assert bg_kernel.value("all(globals()[f'square_{i}'] == i * i for i in range(200))")
+
+
+def test_task_wait_raises_the_first_failure_of_the_background_cells(bg_kernel):
+    """``%task_wait`` waits for every background cell not waited for yet and fails where it is
+    written, as nbclient and papermill see a failure; the failed cell shows as an error."""
+    bg_kernel.run("%task_wait")  # the cells of the tests before this one
+    ok = bg_kernel.run("%%task --bg --name fine\nfine = 1")
+    assert ok.status == "ok", ok.error_text
+    failing = bg_kernel.run("%%task --bg --name broken\nraise ValueError('bad wait')")
+    assert failing.status == "ok", failing.error_text
+    key = bg_kernel.value("_.key")
+    waited = bg_kernel.run("%task_wait", timeout=120)
+    assert waited.status == "error"
+    error = waited.of_type("error")[0]["content"]
+    assert error["ename"] == "ValueError" and "bad wait" in error["evalue"]
+    assert bg_kernel.value("fine") == 1
+    failed = [
+        msg["content"]["data"]
+        for msg in bg_kernel.log
+        if msg["msg_type"] == "update_display_data"
+        and msg["content"].get("transient", {}).get("display_id") == key
+    ]
+    assert "application/vnd.jupyter.stderr" in failed[-1]
+    assert "ValueError: bad wait" in failed[-1]["application/vnd.jupyter.stderr"]
+    again = bg_kernel.run("%task_wait")
+    assert again.status == "ok" and "0 background cells done" in again.stdout
