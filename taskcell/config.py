@@ -121,3 +121,18 @@ def count(key: str) -> int | None:
             f"{where(key)} must be a whole number from 1 to 10000 or null, got {shown(value)}"
         )
     return value
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def flag(key: str) -> bool:
+    """``taskcell.<key>`` as true or false: a YAML boolean, or ``true``/``false`` (also
+    ``yes``/``no``, ``on``/``off``, ``1``/``0``) as a ``DASK_TASKCELL__...`` variable gives it."""
+    value = get(key)
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if word in _TRUE or word in _FALSE:
+        return word in _TRUE
+    raise SpecError(f"{where(key)} must be true or false, got {shown(value)}")

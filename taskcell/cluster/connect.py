@@ -20,6 +20,7 @@ through :func:`on_connected` (the provisioner publishes the configured pools the
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 import time
@@ -31,12 +32,13 @@ import dask.config
 
 from taskcell import config
 from taskcell.cluster import interruptible, registry
-from taskcell.cluster.embedded import EmbeddedCluster, worker_specs
+from taskcell.cluster.embedded import EmbeddedCluster, wants_tls, worker_specs
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.errors import ClusterError, Interrupted
 
 if TYPE_CHECKING:
     from distributed import Client
+    from distributed.security import Security
 
 #: How long a view of the live workers is trusted before it is fetched again (seconds).
 WORKERS_TTL = 1.0
@@ -52,10 +54,12 @@ _client_for: str | None = None  # the address _client was made for
 _embedded: Embedded | None = None
 _workers: dict[str, tuple[float, list[WorkerCapacity]]] = {}
 _answered: dict[str, float] = {}  # client id -> when its scheduler last answered
+_asking: dict[str, concurrent.futures.Future] = {}  # client id -> its question in flight
 #: (client id, worker address) -> (the scheduler's last_seen of the worker, when it changed)
 _heard: dict[tuple[str, str], tuple[object, float]] = {}
 _recorded_address: str | None = None  # the address last recorded in the registry
 _announced: dict[str, Client] = {}  # scheduler address -> the client hooks were called with
+_securities: dict[str, Security] = {}  # scheduler address -> the Security it was chosen with
 _hooks: list[Callable[[Client], None]] = []
 
 #: Told, in a sentence, when a cell has to wait for the embedded cluster to start (the
@@ -89,7 +93,7 @@ class Embedded:
             if self._closed:
                 return
             address = cluster.address()
-            client = _connect(address)
+            client = _connect(address, cluster.security)
             try:
                 client.wait_for_workers(cluster.n_workers, timeout=WORKERS_START_TIMEOUT)
             except (OSError, asyncio.TimeoutError, TimeoutError):
@@ -314,11 +318,12 @@ def _announce(client: Client) -> None:
         hook(client)
 
 
-def use_address(address: str) -> Client:
-    """Point taskcell at the scheduler at ``address`` (``%task_cluster tcp://...``); an
-    unreachable address is an error and changes nothing."""
+def use_address(address: str, security: Security | None = None) -> Client:
+    """Point taskcell at the scheduler at ``address`` (``%task_cluster tcp://...``), with
+    ``security`` (None: Dask's ``distributed.comm.tls.*`` config); an unreachable address is
+    an error and changes nothing."""
     global _chosen, _client, _client_for, _embedded
-    client = _connect(address)
+    client = _connect(address, security)
     with _lock:
         previous = (_client, _embedded)  # the embedded cluster frees the machine
         _chosen, _client, _client_for, _embedded = address, client, address, None
@@ -330,12 +335,18 @@ def use_address(address: str) -> Client:
     return client
 
 
-def _connect(address: str) -> Client:
+def _connect(address: str, security: Security | None = None) -> Client:
+    """A client of ``address`` with ``security``; where None, the one ``address`` was last
+    given (a reconnection keeps it), else Dask's TLS config."""
     from distributed import Client
 
+    if security is not None:
+        _securities[address] = security
+    security = security or _securities.get(address)
+    _check_tls(address, security)
     timeout = config.seconds("scheduler-timeout")
     try:
-        client = Client(address, set_as_default=False, timeout=timeout)
+        client = Client(address, set_as_default=False, timeout=timeout, security=security)
     except (OSError, asyncio.TimeoutError, TimeoutError) as e:
         raise ClusterError(
             f"cannot reach the scheduler at {address} within {timeout:g} s ({e}); start it "
@@ -345,52 +356,93 @@ def _connect(address: str) -> Client:
     return client
 
 
+def _check_tls(address: str, security: Security | None) -> None:
+    """ClusterError for a ``tls://`` address without a certificate to speak TLS with."""
+    if not address.startswith("tls://"):
+        return
+    from distributed.security import Security
+
+    tls = (security or Security()).get_tls_config_for_role("client")
+    if not (tls["ca_file"] and tls["cert"]):
+        raise ClusterError(
+            f"the scheduler at {address} speaks TLS, and no certificate is given: set Dask's "
+            f"distributed.comm.tls.ca-file, distributed.comm.tls.client.cert and "
+            f"distributed.comm.tls.client.key, or pass a distributed.Security"
+        )
+
+
 def start_embedded() -> EmbeddedCluster:
-    """Start worker processes on this machine that advertise its cores, memory and GPUs
-    (returns at once; :meth:`EmbeddedCluster.address` waits for the scheduler)."""
-    return EmbeddedCluster(worker_specs())
+    """Start worker processes on this machine that advertise its cores, memory and GPUs, over
+    TLS where this process's config asks for it (returns at once;
+    :meth:`EmbeddedCluster.address` waits for the scheduler)."""
+    return EmbeddedCluster(worker_specs(), tls=wants_tls())
 
 
 def live_workers(client: Client, refresh: bool = False) -> list[WorkerCapacity]:
     """The client's live workers, fetched at most once a :data:`WORKERS_TTL`; ClusterError if
     the scheduler does not answer within :data:`ANSWER_TIMEOUT` (see :func:`silence`).
 
+    One question is in flight per client, whoever asks (every background cell of a kernel
+    shares it), and it is not withdrawn when a caller stops waiting for it: a scheduler that
+    answers slowly still answers, and is not silent while it does.
+
     A worker the scheduler has not heard from for ``taskcell.scheduler-timeout`` (its
     ``last_seen`` unchanged that long, as this kernel sees it, whatever the two clocks say) is
     not live: a network cut between it and the scheduler leaves it listed for minutes.
     """
     fetched_at, workers = _workers.get(client.id, (0.0, []))
-    if refresh or time.monotonic() - fetched_at > WORKERS_TTL:
-        try:
-            identity = client.sync(
-                client.scheduler.identity, n_workers=-1, callback_timeout=ANSWER_TIMEOUT
-            )
-        except (asyncio.TimeoutError, TimeoutError):
-            raise ClusterError(
-                f"the scheduler at {client.scheduler.address} did not answer within "
-                f"{ANSWER_TIMEOUT:g} s"
-            ) from None
-        except OSError as e:
-            why = str(e) or type(e).__name__
-            raise ClusterError(
-                f"the scheduler at {client.scheduler.address} did not answer ({why})"
-            ) from None
-        now = time.monotonic()
-        _answered[client.id] = now
-        limit = config.seconds("scheduler-timeout")
-        workers = [
-            WorkerCapacity(
-                address=address,
-                name=str(w.get("name", address)),
-                nthreads=int(w.get("nthreads", 0)),
-                memory_limit=int(w.get("memory_limit") or 0),
-                resources=dict(w.get("resources") or {}),
-            )
-            for address, w in identity["workers"].items()
-            if now - _heard_since(client.id, address, w.get("last_seen"), now) <= limit
-        ]
-        _workers[client.id] = (now, workers)
-    return workers
+    if not refresh and time.monotonic() - fetched_at <= WORKERS_TTL:
+        return workers
+    asked = _ask(client, again=refresh)
+    try:
+        asked.result(timeout=ANSWER_TIMEOUT)
+    except (concurrent.futures.TimeoutError, asyncio.TimeoutError, TimeoutError):
+        raise ClusterError(
+            f"the scheduler at {client.scheduler.address} did not answer within "
+            f"{ANSWER_TIMEOUT:g} s"
+        ) from None
+    except OSError as e:
+        why = str(e) or type(e).__name__
+        raise ClusterError(
+            f"the scheduler at {client.scheduler.address} did not answer ({why})"
+        ) from None
+    return _workers[client.id][1]
+
+
+def _ask(client: Client, again: bool) -> concurrent.futures.Future:
+    """The question to ``client``'s scheduler for its workers that is in flight, or a new one
+    (``again``: a new one anyway); its answer is stored by :func:`_answer`."""
+    with _lock:
+        asked = _asking.get(client.id)
+        if asked is None or asked.done() or again:
+            question = client.scheduler.identity(n_workers=-1)
+            loop = getattr(client.loop, "asyncio_loop")  # noqa: B009 (tornado's IOLoop, untyped)
+            asked = asyncio.run_coroutine_threadsafe(question, loop)
+            asked.add_done_callback(lambda done: _answer(client.id, done))
+            _asking[client.id] = asked
+    return asked
+
+
+def _answer(client_id: str, asked: concurrent.futures.Future) -> None:
+    """Store the scheduler's answer: when it came, and the workers it names that are live."""
+    if asked.cancelled() or asked.exception() is not None:
+        return
+    identity = asked.result()
+    now = time.monotonic()
+    _answered[client_id] = now
+    limit = config.seconds("scheduler-timeout")
+    workers = [
+        WorkerCapacity(
+            address=address,
+            name=str(w.get("name", address)),
+            nthreads=int(w.get("nthreads", 0)),
+            memory_limit=int(w.get("memory_limit") or 0),
+            resources=dict(w.get("resources") or {}),
+        )
+        for address, w in identity["workers"].items()
+        if now - _heard_since(client_id, address, w.get("last_seen"), now) <= limit
+    ]
+    _workers[client_id] = (now, workers)
 
 
 def _heard_since(client_id: str, worker: str, last_seen: object, now: float) -> float:
@@ -402,6 +454,12 @@ def _heard_since(client_id: str, worker: str, last_seen: object, now: float) -> 
         _heard[key] = (last_seen, now)
         return now
     return previous[1]
+
+
+def departed(client: Client, live: list[WorkerCapacity]) -> list[str]:
+    """The workers this kernel saw on ``client``'s scheduler that are not among ``live``."""
+    here = {w.address for w in live}
+    return sorted({a for c, a in list(_heard) if c == client.id and a not in here})
 
 
 def forget_workers(client: Client) -> None:

@@ -18,21 +18,35 @@ that they import it while it does; each waits for the scheduler's port, then con
 :mod:`taskcell.cluster.embedded_worker`, which also starts a worker again when it exits).
 Its scheduler, dashboard and workers listen on :data:`HOST` (127.0.0.1) only: a Dask worker runs
 any code sent to it, and none of this is meant for another machine.
+
+Where Dask's ``distributed.comm.require-encryption`` or ``taskcell.embedded-cluster.tls`` is set
+(:func:`wants_tls`), the cluster speaks TLS (``tls://127.0.0.1:PORT``) with a certificate made
+for it when it starts (``Security.temporary()``). The certificate and its key travel only
+through pipes (the child's stdout to the kernel, each worker process's stdin) and a file only
+this user can read, for the Jupyter server's sidebar (:func:`kept_security`), removed when the
+cluster ends.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import pathlib
 import select
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from taskcell.cluster.sessions import forget_the_kernels_interrupt, popen_apart
 from taskcell.errors import ClusterError
+
+if TYPE_CHECKING:
+    from distributed.security import Security
 
 #: The name of the embedded cluster's ``SpecCluster``.
 NAME = "taskcell-embedded"
@@ -48,18 +62,24 @@ class EmbeddedCluster:
     start included.
     """
 
-    def __init__(self, workers: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, workers: dict[str, dict[str, Any]] | None = None, tls: bool | None = None
+    ) -> None:
         """Start the cluster with ``workers``: worker name -> worker options (JSON-able:
         nthreads, memory_limit, resources, env). None: the child reads them from its own
         Dask config (as :func:`worker_specs`), so this process need not import Dask first,
-        and declines to start where that config names a scheduler."""
+        and declines to start where that config names a scheduler. ``tls``: whether it
+        speaks TLS; None: as the child's own config says (:func:`wants_tls`)."""
         spec = [] if workers is None else [json.dumps(workers)]
+        said_tls = [] if tls is None else [f"--tls={'yes' if tls else 'no'}"]
         self.proc = popen_apart(
-            [sys.executable, "-m", "taskcell.cluster.embedded", *spec],
+            [sys.executable, "-m", "taskcell.cluster.embedded", *said_tls, *spec],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
         self.n_workers = 0 if workers is None else len(workers)
+        #: The ``Security`` a client of a TLS cluster needs (known with :meth:`address`).
+        self.security: Security | None = None
         self._address: str | None = None
         self._ending = False
         self._reading = threading.Lock()
@@ -76,6 +96,8 @@ class EmbeddedCluster:
                     why = said.get("declined") or f"exit code {code}"
                     raise ClusterError(f"the embedded cluster did not start ({why})")
                 self._address, self.n_workers = str(said["address"]), int(said["workers"])
+                if said.get("tls"):
+                    self.security = security_from(said["tls"])
         return self._address
 
     @property
@@ -125,6 +147,83 @@ def worker_specs() -> dict[str, dict[str, Any]]:
     }
 
 
+def wants_tls() -> bool:
+    """Whether the embedded cluster speaks TLS: always where Dask's
+    ``distributed.comm.require-encryption`` is set (a plain one could not be used), else as
+    ``taskcell.embedded-cluster.tls`` says."""
+    import dask.config
+
+    from taskcell import config
+
+    return bool(dask.config.get("distributed.comm.require-encryption", False)) or config.flag(
+        "embedded-cluster.tls"
+    )
+
+
+def temporary_credentials() -> dict[str, str]:
+    """A certificate made for one cluster, its key and its CA (itself), as PEM text:
+    ``{"ca", "cert", "key"}``. ClusterError naming the package where cryptography is missing."""
+    from distributed.security import Security
+
+    try:
+        made = Security.temporary()
+    except ImportError:
+        raise ClusterError(
+            "the embedded cluster speaks TLS (distributed.comm.require-encryption or "
+            "taskcell.embedded-cluster.tls is set) and its certificate is made with the "
+            'cryptography package, which is not installed: pip install "taskcell[tls]"'
+        ) from None
+    return {"ca": made.tls_ca_file, "cert": made.tls_client_cert, "key": made.tls_client_key}
+
+
+def security_from(credentials: dict[str, str]) -> Security:
+    """The ``Security`` of every role (client, scheduler, worker) with ``credentials``."""
+    from distributed.security import Security
+
+    cert, key = credentials["cert"], credentials["key"]
+    roles = {
+        f"tls_{role}_{part}": value
+        for role in ("client", "scheduler", "worker")
+        for part, value in (("cert", cert), ("key", key))
+    }
+    return Security(require_encryption=True, tls_ca_file=credentials["ca"], **roles)
+
+
+def _credentials_file(address: str) -> pathlib.Path:
+    """Where the credentials of the cluster at ``address`` are kept for the Jupyter server."""
+    from taskcell.cluster.registry import registry_dir
+
+    name = hashlib.sha256(address.encode()).hexdigest()[:16]
+    return registry_dir() / "tls" / f"{name}.json"
+
+
+def keep_credentials(address: str, credentials: dict[str, str]) -> pathlib.Path:
+    """Write ``credentials`` where the Jupyter server finds them for ``address``, readable by
+    this user alone (the folder too)."""
+    path = _credentials_file(address)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")  # mode 0600
+    with os.fdopen(fd, "w") as f:
+        json.dump({"address": address, **credentials}, f)
+    os.replace(tmp, path)
+    return path
+
+
+def kept_security(address: str) -> Security | None:
+    """The ``Security`` of the embedded TLS cluster at ``address``, as its process left it for
+    the Jupyter server; None where there is none (a file another user could write is ignored)."""
+    path = _credentials_file(address)
+    try:
+        if path.stat().st_uid != os.getuid() or path.stat().st_mode & 0o077:
+            return None
+        said = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(said, dict) or said.get("address") != address:
+        return None
+    return security_from(said)
+
+
 def _declined() -> str | None:
     """Why the child of an early start does not start a cluster: its config names one, or
     turns early starts off."""
@@ -146,13 +245,24 @@ def announce_stop() -> None:
 
 
 def spawn_worker(address: str, name: str, options: dict[str, Any]) -> subprocess.Popen[bytes]:
-    """Start one worker process of the cluster at ``address`` (it waits for the scheduler)."""
+    """Start one worker process of the cluster at ``address`` (it waits for the scheduler, and
+    for :func:`hand_credentials` on its stdin)."""
     spec = json.dumps({**options, "name": name})
     return subprocess.Popen(
         [sys.executable, "-m", "taskcell.cluster.embedded_worker", address, spec],
         env={**os.environ, **(options.get("env") or {})},
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
     )
+
+
+def hand_credentials(proc: subprocess.Popen[bytes], credentials: dict[str, str] | None) -> None:
+    """Give a worker process its TLS credentials (None: it speaks plain TCP) on its stdin, the
+    one line it reads there; a process that already ended is left be."""
+    if proc.stdin is None:
+        return
+    with contextlib.suppress(OSError):  # BrokenPipeError: it ended
+        proc.stdin.write(json.dumps(credentials).encode() + b"\n")
+        proc.stdin.close()
 
 
 def _free_port() -> int:
@@ -161,7 +271,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(workers: dict[str, dict[str, Any]] | None) -> None:
+def serve(workers: dict[str, dict[str, Any]] | None, tls: bool | None = None) -> None:
     """Run the cluster until stdin closes (the child's side of :class:`EmbeddedCluster`)."""
     forget_the_kernels_interrupt()
     if workers is None:
@@ -170,23 +280,59 @@ def serve(workers: dict[str, dict[str, Any]] | None) -> None:
             print(json.dumps({"declined": declined}), flush=True)
             return
         workers = worker_specs()
+    try:
+        tls = wants_tls() if tls is None else tls
+    except Exception as e:  # a bad taskcell.embedded-cluster.tls: the kernel says why
+        print(json.dumps({"declined": str(e)}), flush=True)
+        return
     port = _free_port()
-    address = f"tcp://{HOST}:{port}"
+    address = f"{'tls' if tls else 'tcp'}://{HOST}:{port}"
     started = {}
     if len(workers) == 1:
         os.environ.update(next(iter(workers.values())).get("env") or {})
     else:
         started = {name: spawn_worker(address, name, o) for name, o in workers.items()}
+    kept = None
     try:
+        made = _credentials_for(address, tls)
+        if made is None:
+            return
+        for proc in started.values():
+            hand_credentials(proc, made or None)
+        if made:  # the sidebar's copy: without it the kernel still has its own
+            with contextlib.suppress(OSError):
+                kept = keep_credentials(address, made)
         import asyncio
 
         from taskcell.cluster.embedded_worker import run_cluster
 
-        asyncio.run(run_cluster(port, workers, started))
+        asyncio.run(run_cluster(port, workers, started, made or None))
     finally:
         for proc in started.values():  # any the cluster did not adopt
             proc.kill()
+        if kept is not None:
+            kept.unlink(missing_ok=True)
+
+
+def _credentials_for(address: str, tls: bool) -> dict[str, str] | None:
+    """The credentials of a TLS cluster ({} for a plain one); None, said on stdout for the
+    kernel, where they cannot be made."""
+    if not tls:
+        return {}
+    try:
+        return temporary_credentials()
+    except ClusterError as e:
+        print(json.dumps({"declined": str(e)}), flush=True)
+        return None
+
+
+def _main(argv: list[str]) -> None:
+    """``python -m taskcell.cluster.embedded [--tls=yes|no] [SPEC]``."""
+    said = [arg for arg in argv if arg.startswith("--tls=")]
+    rest = [arg for arg in argv if not arg.startswith("--tls=")]
+    tls = said[-1] == "--tls=yes" if said else None
+    serve(json.loads(rest[0]) if rest else None, tls)
 
 
 if __name__ == "__main__":
-    serve(json.loads(sys.argv[1]) if len(sys.argv) > 1 else None)
+    _main(sys.argv[1:])

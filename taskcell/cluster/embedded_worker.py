@@ -26,7 +26,7 @@ from typing import Any
 from distributed.core import Status
 from distributed.deploy.spec import ProcessInterface
 
-from taskcell.cluster.embedded import HOST, NAME, spawn_worker
+from taskcell.cluster.embedded import HOST, NAME, hand_credentials, security_from, spawn_worker
 
 #: Seconds a worker process waits for the scheduler's port before giving up.
 PORT_WAIT = 60.0
@@ -37,6 +37,8 @@ STOP_GRACE = 5.0
 
 #: Worker processes started before the cluster, by name, until their EmbeddedWorker adopts them.
 _started: dict[str, subprocess.Popen[bytes]] = {}
+#: The cluster's TLS credentials, handed to each worker process it starts (None: plain TCP).
+_credentials: dict[str, str] | None = None
 
 
 class EmbeddedWorker(ProcessInterface):
@@ -56,7 +58,9 @@ class EmbeddedWorker(ProcessInterface):
         await super().start()
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        return spawn_worker(self.scheduler_address, self.name, self.options)
+        proc = spawn_worker(self.scheduler_address, self.name, self.options)
+        hand_credentials(proc, _credentials)
+        return proc
 
     def stop_keeping(self) -> None:
         """Do not start the process again when it exits: it is being retired."""
@@ -86,37 +90,53 @@ class EmbeddedWorker(ProcessInterface):
 
 
 async def run_cluster(
-    port: int, workers: dict[str, dict[str, Any]], started: dict[str, subprocess.Popen[bytes]]
+    port: int,
+    workers: dict[str, dict[str, Any]],
+    started: dict[str, subprocess.Popen[bytes]],
+    credentials: dict[str, str] | None = None,
 ) -> None:
     """Serve the cluster on ``port`` until stdin closes or it is stopped through its scheduler
     (:mod:`~taskcell.cluster.embedded_control`), adopting the ``started`` worker processes; a
-    worker not started runs in this process."""
+    worker not started runs in this process. With ``credentials``, everything speaks TLS."""
+    global _credentials
     from distributed import Scheduler, SpecCluster, Worker
 
     from taskcell.cluster.embedded_control import EmbeddedControls
 
     _started.update(started)
+    _credentials = credentials
+    security = security_from(credentials) if credentials else None
     specs: dict[str, dict[str, Any]] = {
         name: {"cls": EmbeddedWorker, "options": dict(o)} for name, o in workers.items()
     }
+    own = {"dashboard": False, "host": HOST, "security": security}
     for name in set(workers) - set(started):
         options = {k: v for k, v in workers[name].items() if k != "env"}
-        specs[name] = {"cls": Worker, "options": {**options, "dashboard": False, "host": HOST}}
+        specs[name] = {"cls": Worker, "options": {**options, **own}}
     started.clear()
     # The dashboard (bokeh) takes longer to import than the rest of the cluster to start: it
     # is added once the cluster is up, its page served on the port the scheduler opened.
     options = {"host": HOST, "port": port, "dashboard_address": f"{HOST}:0"}
-    scheduler = {"cls": Scheduler, "options": {**options, "dashboard": False}}
+    protocol = "tls" if security else "tcp"
+    scheduler = {
+        "cls": Scheduler,
+        "options": {**options, "dashboard": False, "protocol": protocol, "security": security},
+    }
     async with SpecCluster(
         workers=specs,
         scheduler=scheduler,
         name=NAME,
         asynchronous=True,
         silence_logs=logging.CRITICAL,
+        security=security,
     ) as cluster:
         ended = asyncio.Event()
         EmbeddedControls(cluster, next(iter(workers.values())), ended.set).install()
-        said = {"address": cluster.scheduler_address, "workers": len(workers)}
+        said = {
+            "address": cluster.scheduler_address,
+            "workers": len(workers),
+            "tls": credentials,
+        }
         print(json.dumps(said), flush=True)
         dashboard = asyncio.ensure_future(_add_dashboard(cluster.scheduler))
         _when_stdin_closes(ended.set)
@@ -151,7 +171,7 @@ async def _add_dashboard(scheduler: Any) -> None:
 
 
 def _wait_for_port(address: str) -> None:
-    host, _, port = address.removeprefix("tcp://").rpartition(":")
+    host, _, port = address.partition("://")[2].rpartition(":")
     deadline = time.monotonic() + PORT_WAIT
     while True:
         try:
@@ -163,15 +183,27 @@ def _wait_for_port(address: str) -> None:
             time.sleep(0.01)
 
 
-async def _serve(address: str, options: dict[str, Any]) -> None:
+def _read_credentials() -> dict[str, str] | None:
+    """The line the cluster hands on stdin (:func:`~taskcell.cluster.embedded.hand_credentials`):
+    its TLS credentials, or None for plain TCP; exits where the cluster ended first."""
+    line = sys.stdin.buffer.readline()
+    if not line:
+        sys.exit("taskcell: the embedded cluster ended before this worker started")
+    said = json.loads(line)
+    return dict(said) if said else None
+
+
+async def _serve(address: str, options: dict[str, Any], credentials: dict | None) -> None:
     from distributed import Worker
 
     kwargs = {k: v for k, v in options.items() if k != "env"}
-    async with Worker(address, host=HOST, dashboard=False, **kwargs) as worker:
+    security = security_from(credentials) if credentials else None
+    async with Worker(address, host=HOST, dashboard=False, security=security, **kwargs) as worker:
         await worker.finished()
 
 
 if __name__ == "__main__":
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    credentials = _read_credentials()
     _wait_for_port(sys.argv[1])
-    asyncio.run(_serve(sys.argv[1], json.loads(sys.argv[2])))
+    asyncio.run(_serve(sys.argv[1], json.loads(sys.argv[2]), credentials))

@@ -4,6 +4,10 @@ Each backend of :mod:`taskcell.cluster.pools` gives an object with ``await worke
 ``await worker.close()`` that starts a ``dask worker`` connecting to a given scheduler under a
 given name, advertising its pool's shape: :class:`LocalWorker` for ``local``, dask-jobqueue's
 job classes for ``slurm``/``pbs``/``sge``/``lsf``, the configured class for ``spec``.
+A worker of a ``tls://`` scheduler speaks TLS with the kernel's own ``Security`` (its worker
+certificate, else its client certificate, and its CA): ``--tls-ca-file``, ``--tls-cert`` and
+``--tls-key`` name files, those held in memory (``Security.temporary()``) written for the
+worker alone (:class:`TlsFiles`) and removed with it.
 :func:`describe` names what was started for the cell's status line, and :func:`ended` says when
 it went away before its worker connected.
 """
@@ -14,11 +18,13 @@ import asyncio
 import contextlib
 import importlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from typing import Any
+import weakref
+from typing import TYPE_CHECKING, Any
 
 from distributed.deploy.spec import ProcessInterface
 
@@ -27,6 +33,9 @@ from taskcell.cluster.sessions import popen_apart
 from taskcell.cluster.worker_cli import binding_args, listen_host
 from taskcell.errors import SpecError
 from taskcell.spec import GPU
+
+if TYPE_CHECKING:
+    from distributed.security import Security
 
 #: Seconds a local worker gets to close after SIGTERM before it is killed.
 STOP_GRACE = 10.0
@@ -40,6 +49,8 @@ _JOB_CLASSES = {
     "lsf": "dask_jobqueue.lsf.LSFJob",
 }
 _LOCAL_OPTIONS = ("env", "args", "python")
+#: ``dask worker`` options that give it TLS certificates.
+TLS_FLAGS = ("--tls-ca-file", "--tls-cert", "--tls-key")
 
 
 def resource_flag(pool: Pool) -> str:
@@ -51,13 +62,63 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+class TlsFiles:
+    """The TLS certificates a worker of a ``tls://`` scheduler is started with, as files: a
+    file's path as it is, PEM text held in memory written to a folder of its own under
+    ``under`` (the system's temporary folder by default), readable by this user alone, and
+    removed by :meth:`remove` or once this object is collected."""
+
+    def __init__(self, security: Security | None, under: str | None = None) -> None:
+        self.paths: dict[str, str] = {}
+        self._folder: str | None = None
+        self._removal: weakref.finalize | None = None
+        if security is None:
+            return
+        worker = security.get_tls_config_for_role("worker")
+        client = security.get_tls_config_for_role("client")
+        own = worker if worker["cert"] else client
+        said = {"--tls-ca-file": own["ca_file"], "--tls-cert": own["cert"], "--tls-key": own["key"]}
+        if not (said["--tls-ca-file"] and said["--tls-cert"]):
+            return  # no certificates to give: the worker reads its own Dask config
+        for flag, value in said.items():
+            if value:
+                text = str(value)
+                self.paths[flag] = self._file(flag, text, under) if "\n" in text else text
+
+    def _file(self, flag: str, pem: str, under: str | None) -> str:
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="taskcell-tls-", dir=under)  # mode 0700
+            self._removal = weakref.finalize(self, shutil.rmtree, self._folder, True)
+        path = os.path.join(self._folder, flag.removeprefix("--tls-") + ".pem")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(pem)
+        return path
+
+    def args(self, scheduler: str, given: list[str]) -> list[str]:
+        """``--tls-ca-file CA --tls-cert CERT --tls-key KEY`` for a ``tls://`` ``scheduler``,
+        none where the user's own arguments ``given`` name any of them."""
+        if not scheduler.startswith("tls://") or any(
+            arg.split("=")[0] in TLS_FLAGS for arg in given
+        ):
+            return []
+        return [part for flag, path in self.paths.items() for part in (flag, path)]
+
+    def remove(self) -> None:
+        """Remove the files written for the worker."""
+        if self._removal is not None:
+            self._removal()
+
+
 class LocalWorker(ProcessInterface):
     """A ``dask worker`` process on this machine, in its own session (an interrupt of the
     kernel does not reach it), its output kept in a log file. It and its nanny listen only on
     the interface that reaches the scheduler (127.0.0.1 for a local one), unless the pool's
-    ``args`` name their own ``--host``, ``--listen-address`` or ``--interface``."""
+    ``args`` name their own ``--host``, ``--listen-address`` or ``--interface``. Of a
+    ``tls://`` scheduler, it speaks TLS with ``security``'s certificates (:class:`TlsFiles`)."""
 
-    def __init__(self, scheduler: str, name: str, pool: Pool) -> None:
+    def __init__(
+        self, scheduler: str, name: str, pool: Pool, security: Security | None = None
+    ) -> None:
         super().__init__(scheduler, name)
         unknown = [key for key in pool.options if key not in _LOCAL_OPTIONS]
         if unknown:
@@ -84,7 +145,9 @@ class LocalWorker(ProcessInterface):
             "--death-timeout",
             str(DEATH_TIMEOUT),
         ]
+        self.tls = TlsFiles(security)
         self.argv += [*binding_args(listen_host(scheduler, args), args), *args]
+        self.argv += self.tls.args(scheduler, args)
         self.env = {str(k): str(v) for k, v in (pool.options.get("env") or {}).items()}
         self.proc: subprocess.Popen[bytes] | None = None
         # Kept open while the process runs, and deleted when it is closed.
@@ -117,6 +180,7 @@ class LocalWorker(ProcessInterface):
                 proc.kill()
                 proc.wait()
         self.log.close()
+        self.tls.remove()
         await super().close()
 
     def last_words(self) -> str:
@@ -127,8 +191,11 @@ class LocalWorker(ProcessInterface):
         return ""
 
 
-def make_worker(pool: Pool, scheduler: str, name: str) -> ProcessInterface:
-    """The worker ``pool`` starts, connecting to ``scheduler`` as ``name`` (not started yet).
+def make_worker(
+    pool: Pool, scheduler: str, name: str, security: Security | None = None
+) -> ProcessInterface:
+    """The worker ``pool`` starts, connecting to ``scheduler`` as ``name`` (not started yet),
+    over TLS with ``security``'s certificates where ``scheduler`` is ``tls://``.
 
     Raises
     ------
@@ -139,15 +206,39 @@ def make_worker(pool: Pool, scheduler: str, name: str) -> ProcessInterface:
         The backend's package is not installed (dask-jobqueue for batch jobs).
     """
     if pool.backend == "local":
-        return LocalWorker(scheduler, name, pool)
+        return LocalWorker(scheduler, name, pool, security)
     if pool.backend == "spec":
         cls = _import(pool, str(pool.options.get("cls", "")))
         return cls(scheduler, name=name, **dict(pool.options.get("options") or {}))
     cls = _import(pool, _JOB_CLASSES[pool.backend])
+    options = _job_options(pool)
+    tls = _job_tls(pool, options, security)
+    options["worker_extra_args"] += tls.args(scheduler, options["worker_extra_args"])
     try:
-        return cls(scheduler=scheduler, name=name, **_job_options(pool))
+        job = cls(scheduler=scheduler, name=name, **options)
     except (TypeError, ValueError) as e:
         raise SpecError(f"taskcell.pools.{pool.name}.options: {e}") from None
+    weakref.finalize(job, tls.remove)  # its certificate files live as long as the job's handle
+    return job
+
+
+def _job_tls(pool: Pool, options: dict[str, Any], security: Security | None) -> TlsFiles:
+    """The certificates of a batch job's worker, those held in memory written to the pool's
+    ``shared_temp_directory`` (or ``jobqueue.<backend>.shared-temp-directory``), which the
+    job's machine must see."""
+    import dask.config
+
+    shared = options.pop("shared_temp_directory", None) or dask.config.get(
+        f"jobqueue.{pool.backend}.shared-temp-directory", None
+    )
+    try:
+        return TlsFiles(security, os.path.expanduser(shared) if shared else None)
+    except OSError as e:
+        raise SpecError(
+            f"taskcell.pools.{pool.name}: cannot write the TLS certificates for its workers to "
+            f"{shared or tempfile.gettempdir()} ({e}); set options.shared_temp_directory to a "
+            f"folder the batch jobs' machines see"
+        ) from None
 
 
 def _import(pool: Pool, path: str) -> Any:

@@ -463,7 +463,7 @@ class Provisioner:
 
         pool = self._known[w.pool]
         try:
-            handle = make_worker(pool, self.address, w.name)
+            handle = make_worker(pool, self.address, w.name, self._security)
             with self._lock:
                 self._handles[w.name] = handle
                 # What it is, known now (its pid or job id, once started): the scheduler may

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from taskcell import config
-from taskcell.cluster.connect import answered_workers, forget_workers
+from taskcell.cluster.connect import answered_workers, departed, forget_workers
 from taskcell.cluster.feasibility import check_feasible
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources
 from taskcell.cluster.pools import Pool, choose, configured_pools
@@ -55,9 +55,24 @@ def plan(request: Resources, client: Client) -> Placement:
         try:
             able = check_feasible(request, resources, _aligned(client, resources, workers))
         except InfeasibleError as e:
-            pool = choose(request, workers, configured_pools(), e)
+            try:
+                pool = choose(request, workers, configured_pools(), e)
+            except InfeasibleError as refused:
+                raise _with_departed(refused, departed(client, workers)) from None
             return Placement(dask_resources(request, [*workers, pool.capacity()]), [], pool)
     return Placement(resources, able)
+
+
+def _with_departed(error: InfeasibleError, gone: list[str]) -> InfeasibleError:
+    """``error``, saying which workers left since this kernel saw them, and what to do."""
+    if not gone:
+        return error
+    shown = ", ".join(gone[:3]) + (f" and {len(gone) - 3} more" if len(gone) > 3 else "")
+    return InfeasibleError(
+        f"{error} Worker(s) this kernel saw before have left: {shown} (a Dask worker shuts "
+        f"itself down once it has lost its scheduler for longer than its death timeout: start "
+        f"it again with the scheduler's address, `dask worker` or `taskcell worker`)."
+    )
 
 
 def _aligned(

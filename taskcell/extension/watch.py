@@ -16,12 +16,16 @@ Each state carries the snapshot's view, computed here once per version with
 :mod:`taskcell.extension.views` (the tasks that ended while the watch ran, the dashboard through
 this server), and the scheduler's time as the server answers, from its clock's offset measured
 when the watch connected: the sidebar ticks durations from it.
+
+A watch connects with Dask's TLS config, as a kernel does; a kernel's embedded TLS cluster and a
+Dask Gateway cluster with their own credentials (:func:`security_for`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +39,7 @@ from taskcell.planner.view import SnapshotView
 
 if TYPE_CHECKING:
     from distributed import Client
+    from distributed.security import Security
 
 log = logging.getLogger(__name__)
 
@@ -244,12 +249,14 @@ class ClusterWatch:
             self._set("connecting")
         client = None
         try:
+            security = await asyncio.wait_for(security_for(self.address), self._connect_timeout)
             client = Client(
                 self.address,
                 asynchronous=True,
                 timeout=self._connect_timeout,
                 set_as_default=False,
                 name="taskcell-jupyter-server",
+                security=security,
             )
             await client
         except (OSError, asyncio.TimeoutError) as e:
@@ -316,6 +323,33 @@ class ClusterWatch:
                 await asyncio.wait_for(handle.close(), self._connect_timeout)
         with contextlib.suppress(OSError, asyncio.TimeoutError, RuntimeError):
             await asyncio.wait_for(client.close(), self._connect_timeout)
+
+
+async def security_for(address: str) -> Security | None:
+    """How the server speaks to the scheduler at ``address``: a Dask Gateway cluster's own
+    credentials, asked of the gateway that Dask's ``gateway.*`` config names; a kernel's
+    embedded TLS cluster's, as its process left them for this user; else None, Dask's
+    ``distributed.comm.tls.*`` config (as for a kernel's client)."""
+    if address.startswith("gateway://"):
+        return await _gateway_security(address)
+    from taskcell.cluster.embedded import kept_security
+
+    return kept_security(address)
+
+
+async def _gateway_security(address: str) -> Security | None:
+    """The credentials of the Gateway cluster at ``gateway://PROXY/NAME``."""
+    try:
+        gateway_module = importlib.import_module("dask_gateway")  # an optional dependency
+    except ImportError:
+        raise ConnectionError(
+            f"the cluster at {address} is a Dask Gateway cluster, and the Jupyter server needs "
+            f'dask-gateway to reach it: pip install "taskcell[gateway]"'
+        ) from None
+    name = address.rstrip("/").rpartition("/")[2]
+    async with gateway_module.Gateway(asynchronous=True) as gateway:
+        report = await gateway.get_cluster(name)
+    return report.security
 
 
 class ClusterHub:
