@@ -276,6 +276,17 @@ class Execution:
         return [m["content"]["data"] for m in self.of_type("display_data", "update_display_data")]
 
 
+@pytest.fixture
+def fresh_kernel() -> Iterator[KernelSession]:
+    """A kernel of the test's own, with taskcell loaded."""
+    session = KernelSession()
+    try:
+        assert session.run("%load_ext taskcell").status == "ok"
+        yield session
+    finally:
+        session.stop()
+
+
 @pytest.fixture(scope="module")
 def kernel() -> Iterator[KernelSession]:
     """A real kernel with taskcell loaded, shared by one test module. Its tests choose their

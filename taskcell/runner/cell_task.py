@@ -38,7 +38,6 @@ from taskcell.runner.closure import function_globals, is_notebook_defined
 from taskcell.runner.crossing import (
     BUNDLE,
     SEAL_THRESHOLD,
-    Pickled,
     Sealed,
     guard_classes,
     seal,
@@ -157,7 +156,7 @@ def submit_cell(
         record=record,
         resources=placement.resources,
         capable=len(placement.workers),
-        sent=Sent(inputs.objects, analysis.deleted, inputs.classes),
+        sent=Sent(inputs.objects, analysis.deleted),
         events=inbox,
     )
 
@@ -192,7 +191,6 @@ class _Inputs:
     same: dict[str, str] = field(default_factory=dict)
     clients: tuple[str, ...] = ()
     objects: dict[str, Any] = field(default_factory=dict)
-    classes: frozenset[type] = frozenset()
 
 
 def _inputs(client: Client, names: tuple[str, ...], namespace: MutableMapping[str, Any]) -> _Inputs:
@@ -237,29 +235,26 @@ def _seal(
     """Pickle ``values``: each one over :data:`SEAL_THRESHOLD` on its own, sent ahead (or found
     there, unchanged since a cell sent it), the rest together, sent ahead only if they are large
     together; an array sharing memory with another input stays with the rest, as its view."""
-    classes: set[type] = set()
     roots = shared_roots(values)
     together = {}
     for name, value in values.items():
         if sees(value, roots):
             together[name] = value
             continue
-        pickled = _pickled({name: value}, namespace)
-        classes |= pickled.classes
-        if pickled.sealed.nbytes > SEAL_THRESHOLD:
-            into.remote[name] = _kept.future(client, name, value, pickled.sealed)
+        sealed = _sealed({name: value}, namespace)
+        if sealed.nbytes > SEAL_THRESHOLD:
+            into.remote[name] = _kept.future(client, name, value, sealed)
         else:
             together[name] = value
     _kept.forget_rebound(namespace)
-    pickled = _pickled(together, namespace)
-    into.classes = frozenset(classes | pickled.classes)
-    if pickled.sealed.nbytes > SEAL_THRESHOLD:
-        into.remote[BUNDLE] = _scattered(client, pickled.sealed)
+    sealed = _sealed(together, namespace)
+    if sealed.nbytes > SEAL_THRESHOLD:
+        into.remote[BUNDLE] = _scattered(client, sealed)
     else:
-        into.sealed = pickled.sealed.copied()
+        into.sealed = sealed.copied()
 
 
-def _pickled(values: dict[str, Any], namespace: MutableMapping[str, Any]) -> Pickled:
+def _sealed(values: dict[str, Any], namespace: MutableMapping[str, Any]) -> Sealed:
     try:
         return seal(values, namespace)
     except Exception as e:
@@ -545,7 +540,7 @@ def _fetch(client: Client, sub: Submission) -> CellResult:
     """The cell's result, its large outputs left on the worker behind handles, as are large
     new states of inputs that were already there (others come to change the notebook's)."""
     worker = sub.attempts[-1] if sub.attempts else None
-    with guard_classes(sub.sent.classes):
+    with guard_classes():
         return bounded.fetch(client, worker, lambda: _fetched(client, sub))
 
 

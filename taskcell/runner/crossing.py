@@ -9,12 +9,14 @@ travels too. A function the notebook defined travels without the notebook's glob
 the cell's namespace there (:func:`receiving`), as it read the notebook's at home, wherever it
 is reached from: a name, a closure, a decorator's wrapper, a class's methods.
 
-Coming back, a class or function the notebook defined is the notebook's own object: the cell's
-process pickles a class it received without its methods or state (:class:`ReturnPickler`), so
-the notebook's class is never overwritten, and its instances come back as instances of it. What
-a cell changed in the state of those classes and functions (class attributes, a function's
-mutable defaults, its attributes) is found by :class:`DefinitionsSnapshot` and applied to the
-notebook's own objects by :func:`apply_definitions`.
+Coming back, a class the notebook defined is the notebook's own object: cloudpickle finds it
+by the tracker id it sent it with, so its instances come back as instances of it. cloudpickle
+also sets the class's attributes from the copy that came back (with functions that do not read
+the notebook's globals), so the kernel keeps every class it sent as it was while it reads a
+result (:func:`guard_classes`). What a cell changed in the state of those classes and functions
+(class attributes, a function's mutable defaults, its attributes, its closure) is found by
+:class:`DefinitionsSnapshot` and applied to the notebook's own objects by
+:func:`apply_definitions`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import threading
 import types
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +112,8 @@ class Sealed:
 #: function's defaults come back to the notebook's own function.
 _functions: weakref.WeakValueDictionary[str, types.FunctionType] = weakref.WeakValueDictionary()
 _tokens: weakref.WeakKeyDictionary[types.FunctionType, str] = weakref.WeakKeyDictionary()
+#: The notebook's classes sent to cells, kept as they are while a result is read.
+_classes: weakref.WeakSet[type] = weakref.WeakSet()
 
 
 def _token(func: types.FunctionType) -> str:
@@ -136,7 +140,6 @@ class CellPickler(Pickler):
         self.namespace = namespace
         self.roots = roots
         self.buffers: list[pickle.PickleBuffer] = []
-        self.classes: set[type] = set()
 
     def _buffer(self, buffer: pickle.PickleBuffer) -> None:
         self.buffers.append(buffer)
@@ -159,7 +162,7 @@ class CellPickler(Pickler):
 
     def _notebook_class(self, cls: type) -> Any:
         """cloudpickle's reduction of ``cls``, by value, marked on arrival as the notebook's."""
-        self.classes.add(cls)
+        _classes.add(cls)
         reduced = super().reducer_override(cls)
         if not isinstance(reduced, tuple) or len(reduced) != 6:
             return reduced
@@ -232,15 +235,7 @@ def sees(value: Any, roots: frozenset[int]) -> bool:
     return _is_ndarray(value) and id(_root(value)) in roots
 
 
-@dataclass(frozen=True)
-class Pickled:
-    """Values sealed for a cell, and the notebook classes pickled with them (by value)."""
-
-    sealed: Sealed
-    classes: frozenset[type]
-
-
-def seal(values: Mapping[str, Any], namespace: Mapping[str, Any]) -> Pickled:
+def seal(values: Mapping[str, Any], namespace: Mapping[str, Any]) -> Sealed:
     """``values`` (name -> value) pickled one after another by one :class:`CellPickler`, so
     objects they share stay shared. Raises the pickler's error, with the failing name as
     ``error.input_name``."""
@@ -253,17 +248,15 @@ def seal(values: Mapping[str, Any], namespace: Mapping[str, Any]) -> Pickled:
             e.input_name = name  # type: ignore[attr-defined]
             raise
     kinds = tuple(type(v).__name__ for v in values.values())
-    sealed = Sealed(tuple(values), kinds, stream.getvalue(), [b.raw() for b in pickler.buffers])
-    return Pickled(sealed, frozenset(pickler.classes))
+    return Sealed(tuple(values), kinds, stream.getvalue(), [b.raw() for b in pickler.buffers])
 
 
 @contextlib.contextmanager
-def guard_classes(classes: frozenset[type]) -> Iterator[None]:
-    """Keep the notebook's ``classes`` as they are while a result is read: cloudpickle sets a
-    class's attributes on the class it finds for a tracked one, and a result read by another
-    process on the way may carry an emptied one. What the cell changed comes apart
-    (:func:`apply_definitions`)."""
-    before = {cls: dict(vars(cls)) for cls in classes}
+def guard_classes() -> Iterator[None]:
+    """Keep the notebook classes sent to cells as they are while a result is read: cloudpickle
+    sets a class's attributes on the class it finds for a tracked one. What the cell changed
+    comes apart (:func:`apply_definitions`)."""
+    before = {cls: dict(vars(cls)) for cls in list(_classes)}
     try:
         yield
     finally:
@@ -293,8 +286,6 @@ def receiving(namespace: dict[str, Any]) -> Iterator[None]:
 #: The notebook's functions (with their tokens) and classes the current cell received.
 _cell_functions: dict[int, tuple[types.FunctionType, str]] = {}
 _cell_classes: dict[int, type] = {}
-#: Every notebook class this process received: each goes back as a reference.
-_from_notebook: weakref.WeakSet[type] = weakref.WeakSet()
 
 
 def begin_cell() -> None:
@@ -317,7 +308,6 @@ def _notebook_function(
 def _notebook_class_setstate(cls: type, state: Any) -> type:
     _cp._class_setstate(cls, state)
     _cell_classes[id(cls)] = cls
-    _from_notebook.add(cls)
     return cls
 
 
@@ -325,34 +315,27 @@ def _cached(func: Any, maxsize: int | None, typed: bool) -> Any:
     return functools.lru_cache(maxsize=maxsize, typed=typed)(func)
 
 
-class ReturnPickler(cloudpickle.CloudPickler):
-    """Pickles what a cell process sends back: a class the notebook sent goes as a reference to
-    the notebook's own class (its tracker id, with no methods or state to overwrite it with)."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, type) and obj in _from_notebook:
-            constructor, args, _state, *rest = super().reducer_override(obj)
-            return (constructor, args, ({}, {}), *rest)
-        return super().reducer_override(obj)
-
-
-def dumps(message: Any, buffer_callback: Any) -> bytes:
-    """``message`` pickled (protocol 5) by a :class:`ReturnPickler`."""
-    stream = io.BytesIO()
-    ReturnPickler(stream, protocol=5, buffer_callback=buffer_callback).dump(message)
-    return stream.getvalue()
-
-
 # --- what a cell changed in the notebook's definitions ------------------------------------
+
+
+@dataclass(frozen=True)
+class FunctionState:
+    """What a call can change of a function: its defaults, its attributes, and what its
+    closure's cells hold (``(True, value)``, or ``(False, None)`` for an empty cell)."""
+
+    defaults: tuple | None
+    kwdefaults: dict[str, Any] | None
+    attributes: dict[str, Any]
+    closure: tuple[tuple[bool, Any], ...]
 
 
 @dataclass(frozen=True)
 class Definitions:
     """Changes a cell made to the notebook's classes and functions: class attributes by class,
-    and (defaults, keyword defaults, attributes) by function token."""
+    and function states by function token."""
 
     classes: dict[type, dict[str, Any]]
-    functions: dict[str, tuple[Any, Any, dict[str, Any]]]
+    functions: dict[str, FunctionState]
 
     def __bool__(self) -> bool:
         return bool(self.classes or self.functions)
@@ -368,8 +351,20 @@ def _class_data(cls: type) -> dict[str, Any]:
     }
 
 
-def _function_data(func: types.FunctionType) -> tuple[Any, Any, dict[str, Any]]:
-    return (func.__defaults__, func.__kwdefaults__, dict(func.__dict__))
+def _function_data(func: types.FunctionType) -> FunctionState:
+    return FunctionState(
+        func.__defaults__,
+        func.__kwdefaults__,
+        dict(func.__dict__),
+        tuple(_cell_contents(cell) for cell in func.__closure__ or ()),
+    )
+
+
+def _cell_contents(cell: types.CellType) -> tuple[bool, Any]:
+    try:
+        return True, cell.cell_contents
+    except ValueError:  # an empty cell: a name the enclosing function has not bound yet
+        return False, None
 
 
 def _digest(value: Any) -> bytes | None:
@@ -390,8 +385,7 @@ class DefinitionsSnapshot:
     def __init__(self) -> None:
         self._classes = {cls: _digest(_class_data(cls)) for cls in _cell_classes.values()}
         self._functions = {
-            token: (func, _digest(_function_data(func)))
-            for func, token in _cell_functions.values()
+            token: (func, _digest(_function_data(func))) for func, token in _cell_functions.values()
         }
 
     def changed(self) -> Definitions:
@@ -409,24 +403,27 @@ class DefinitionsSnapshot:
         return Definitions(classes, functions)
 
 
-def apply_definitions(definitions: Definitions | None) -> None:
+def apply_definitions(definitions: Definitions | None, update: Callable[[Any, Any], bool]) -> None:
     """In the notebook: give its own classes and functions the state the cell left them in,
-    parts changed in place where they can be (the list a class attribute holds stays that list)."""
+    parts changed in place by ``update`` where they can be (the list a class attribute holds
+    stays that list)."""
     if not definitions:
         return
-    from taskcell.runner import inplace
-
     for cls, attributes in definitions.classes.items():
-        _apply(cls, attributes, inplace.update)
-    for token, (defaults, kwdefaults, attributes) in definitions.functions.items():
+        _apply(cls, attributes, update)
+    for token, state in definitions.functions.items():
         func = _functions.get(token)
         if func is None:
             continue
-        if func.__defaults__ is None or not inplace.update(func.__defaults__, defaults):
-            func.__defaults__ = defaults
-        if func.__kwdefaults__ is None or not inplace.update(func.__kwdefaults__, kwdefaults):
-            func.__kwdefaults__ = kwdefaults
-        _apply(func, attributes, inplace.update)
+        if func.__defaults__ is None or not update(func.__defaults__, state.defaults):
+            func.__defaults__ = state.defaults
+        if func.__kwdefaults__ is None or not update(func.__kwdefaults__, state.kwdefaults):
+            func.__kwdefaults__ = state.kwdefaults
+        _apply(func, state.attributes, update)
+        for cell, (full, new) in zip(func.__closure__ or (), state.closure, strict=False):
+            old = _cell_contents(cell)
+            if full and not (old[0] and update(old[1], new)):
+                cell.cell_contents = new
 
 
 def _apply(target: Any, attributes: dict[str, Any], update: Any) -> None:

@@ -28,6 +28,23 @@ def update(old: Any, new: Any) -> bool:
     return _update(old, new, {}, 0) is old
 
 
+class Updates:
+    """Updates in place that remember what they matched: an object of the cell's result that
+    took the place of one of the notebook's (a part of an input it changed, a function's
+    default) stands, wherever else the result holds it, for the notebook's own object."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, Any] = {}
+
+    def update(self, old: Any, new: Any) -> bool:
+        """:func:`update`, remembering what matched what."""
+        return _update(old, new, self._memo, 0) is old
+
+    def resolved(self, new: Any) -> Any:
+        """The notebook's object ``new`` was matched with, or ``new`` itself."""
+        return self._memo.get(id(new), new)
+
+
 def _update(old: Any, new: Any, memo: dict[int, Any], depth: int) -> Any:
     """The object that should stand where ``old`` stood: ``old`` changed to match ``new``, or
     ``new`` where ``old`` cannot take its state. Below the top, only containers, arrays and the

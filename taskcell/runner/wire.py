@@ -32,7 +32,7 @@ import threading
 import weakref
 from typing import Any
 
-from taskcell.runner import crossing
+import cloudpickle
 
 #: Buffers at least this large travel as shared memory where they can.
 SHARE_MIN = 1 << 20
@@ -206,6 +206,19 @@ def _address(buffer: Any) -> int:
         del view  # releases the export, or the mapping could never close
 
 
+def into_segments(buffers: list[Any]) -> list[Any]:
+    """``buffers``, each large one no segment of this worker holds copied into one: kept in
+    place of the original, it is passed to the next cells' processes without a copy."""
+    shared = []
+    for buffer in buffers:
+        raw = memoryview(buffer).cast("B")
+        if raw.nbytes < SHARE_MIN or _KEPT.find(raw) is not None:
+            shared.append(buffer)
+        else:
+            shared += _KEPT.map([_segment_of(raw)])
+    return shared
+
+
 def _segment_of(buffer: memoryview) -> int:
     """A new ``memfd`` segment holding a copy of ``buffer``."""
     fd = os.memfd_create("taskcell-value", os.MFD_CLOEXEC)
@@ -232,7 +245,7 @@ class Channel:
     def send(self, message: Any) -> None:
         """Send ``message``: a header with any segments, the pickle, then the other buffers."""
         buffers: list[pickle.PickleBuffer] = []
-        payload = crossing.dumps(message, buffers.append)
+        payload = cloudpickle.dumps(message, protocol=5, buffer_callback=buffers.append)
         raws = [b.raw() for b in buffers]
         fds: list[int] = []
         made: list[int] = []  # segments made for this message, closed once sent

@@ -27,12 +27,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Sent:
-    """What the notebook sent a cell: its input objects by name, the names it may delete, and
-    the notebook classes that went with them."""
+    """What the notebook sent a cell: its input objects by name, and the names it may delete."""
 
     objects: dict[str, Any]
     deleted: tuple[str, ...]
-    classes: frozenset[type] = frozenset()
 
 
 def write_back(
@@ -52,9 +50,10 @@ def write_back(
         _adopt_futures(client, result)
     notes = []
     bound = {*result.outputs, *result.aliases, *result.shared}
+    updates = inplace.Updates()
     for name, new in result.changed.items():
         old = sent.objects[name]
-        if inplace.update(old, new):
+        if updates.update(old, new):
             continue
         others = [n for n, v in namespace.items() if v is old and n != name]
         if name not in bound and name not in sent.deleted and may_bind(name):
@@ -65,13 +64,16 @@ def write_back(
                 f"could not take the change: {', '.join(others)} still "
                 f"{'holds' if len(others) == 1 else 'hold'} the value from before"
             )
-    adopt(namespace, {n: v for n, v in result.outputs.items() if may_bind(n)})
+    apply_definitions(result.definitions, updates.update)
+    # What the cell bound that is (a part of) an object it changed is the notebook's object.
+    outputs = {n: updates.resolved(v) for n, v in result.outputs.items()}
+    adopt(namespace, {n: v for n, v in outputs.items() if may_bind(n)})
     for name, source in result.aliases.items():
         if may_bind(name):
             namespace[name] = sent.objects[source]
     for name, other in result.shared.items():
-        if may_bind(name) and other in result.outputs:
-            namespace[name] = result.outputs[other]
+        if may_bind(name) and other in outputs:
+            namespace[name] = outputs[other]
     for name in sent.deleted:
         if name not in bound and may_bind(name):
             namespace.pop(name, None)
@@ -89,7 +91,6 @@ def write_back(
             f"{name} ({why}) cannot come back from the worker, so it is not bound here. "
             f"Make it in a plain cell, or turn it into a value that pickles in this one."
         )
-    apply_definitions(result.definitions)
     process_state.apply(result.state)
     for key, setting in result.environ.items():
         if setting is None:
@@ -97,7 +98,7 @@ def write_back(
         else:
             os.environ[key] = setting
     value = sent.objects[result.value_alias] if result.value_alias else result.value
-    return value, notes
+    return updates.resolved(value), notes
 
 
 def _adopt_futures(client: Client, result: CellResult) -> None:

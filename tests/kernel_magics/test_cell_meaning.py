@@ -197,18 +197,6 @@ def test_a_graph_cells_tasks_show_under_its_name(nb):
         nb.run("gate.set()\nheld_future.result()")
 
 
-@pytest.fixture
-def fresh_kernel():
-    from conftest import KernelSession
-
-    session = KernelSession()
-    try:
-        assert session.run("%load_ext taskcell").status == "ok"
-        yield session
-    finally:
-        session.stop()
-
-
 def test_a_cell_waiting_on_its_own_graph_on_a_one_thread_worker(dask_processes, fresh_kernel):
     dask_processes.worker()
     dask_processes.wait_for_workers(1)

@@ -155,18 +155,6 @@ def test_a_large_input_unchanged_is_sent_once(nb):
     assert nb.value("total") == sum(range(1_000_000)) + 10
 
 
-@pytest.fixture
-def fresh_kernel():
-    from conftest import KernelSession
-
-    session = KernelSession()
-    try:
-        assert session.run("%load_ext taskcell").status == "ok"
-        yield session
-    finally:
-        session.stop()
-
-
 def test_dask_in_a_cell_on_the_notebooks_in_process_client_is_refused_by_name(fresh_kernel):
     """``Client(processes=False)`` lives inside the kernel: a cell that uses Dask cannot reach
     it from its process, and says so before it runs; a cell that does not use Dask runs."""

@@ -1,0 +1,612 @@
+"""The same cell run plainly and as a ``%%task`` gives the same namespace and output.
+
+Two real kernels share the module: ``L`` runs each generated cell plainly, ``T`` runs it under
+``%%task`` on a real scheduler and worker (processes on 127.0.0.1). Before each example both are
+``%reset -f``; both run the same setup cell, then the cell, then a probe of every name (see
+``differential.py``), then a later plain cell and the probe again. The generator draws values
+from a vocabulary of what notebooks hold (aliased containers, dicts sharing keys, arrays around
+and over 1 MiB, views, structured arrays, frames with string columns, dataclasses, enums,
+namedtuples, classes with class-level state, mutable defaults, decorated functions, closures,
+generators, files) and operations on them (read, change in place, rebind, alias, delete, raise
+after changing). The named tests after it are the reported cases, each one fixed example.
+
+``TASKCELL_DIFFERENTIAL_EXAMPLES=N`` draws about N examples in all instead of the default
+(:data:`EXAMPLES`), shared out among the generated tests; an example takes about a second.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from differential import Example, Pair, check
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytestmark = pytest.mark.slow
+
+#: Examples the generated tests draw in all, shared out among the vocabulary's kinds;
+#: ``TASKCELL_DIFFERENTIAL_EXAMPLES`` for a longer run.
+EXAMPLES = int(os.environ.get("TASKCELL_DIFFERENTIAL_EXAMPLES", "72"))
+
+
+def code(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+@pytest.fixture(scope="module")
+def pair(module_dask, tmp_path_factory) -> Iterator[Pair]:
+    """The two kernels, and one worker of one thread for ``T``'s cells."""
+    module_dask.worker(name="differential")
+    module_dask.wait_for_workers(1)
+    folders = (str(tmp_path_factory.mktemp("plain")), str(tmp_path_factory.mktemp("task")))
+    kernels = Pair(module_dask.address, folders)
+    try:
+        yield kernels
+    finally:
+        kernels.stop()
+
+
+# --- The vocabulary -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entity:
+    """Values a setup cell defines, and what a cell may do with them.
+
+    ``ops`` are statements for the cell, ``values`` expressions that may end it (its
+    ``Out[]``), ``later`` statements for the plain cell after it. ``travel_less`` are the
+    names that cannot be sent to a worker: a task cell reading one may be refused by name.
+    """
+
+    kind: str
+    setup: str
+    ops: tuple[str, ...]
+    values: tuple[str, ...] = ()
+    later: tuple[str, ...] = ()
+    travel_less: frozenset[str] = frozenset()
+
+
+def aliases() -> list[Entity]:
+    return [
+        Entity(
+            "aliases",
+            'a = [1]\nb = {"x": a, "y": a}',
+            (
+                "a.append(2)",
+                'b["x"].append(3)',
+                'b["z"] = a',
+                'b["y"] = [9]',
+                "print(b)",
+                "a = a + [4]",
+                'c = b["x"]',
+                "del b",
+            ),
+            ("b", 'a is b["y"]'),
+            ('print(a is b["x"], b)',),
+        )
+    ]
+
+
+def shared_keys() -> list[Entity]:
+    """Two dicts with the same key, their arrays below, at and over 1 MiB (float64)."""
+    return [
+        Entity(
+            "shared_keys",
+            f"d1 = {{'k': np.zeros({n})}}\nd2 = {{'k': np.ones({n})}}",
+            (
+                "s = (float(d1['k'].sum()), float(d2['k'].sum()))",
+                "print(float(d1['k'].sum()), float(d2['k'].sum()))",
+                "d1['k'][0] = 7.0",
+                "d2['k'] += 1",
+                "d1['k'] = d2['k']",
+                "d2['head'] = d1['k'][:4]",
+            ),
+            ("float(d1['k'][0] + d2['k'][-1])",),
+            ("print(float(d1['k'].sum()), float(d2['k'].sum()), d1['k'] is d2['k'])",),
+        )
+        for n in (3, 131_000, 131_072, 200_000)
+    ]
+
+
+def records() -> list[Entity]:
+    """A list of small dicts, a few and 20,000 (over 1 MiB pickled)."""
+    return [
+        Entity(
+            "records",
+            f"items = [{{'i': i, 'name': f'item-{{i:05d}}', 'tags': [i]}} for i in range({n})]",
+            (
+                "items.append({'i': -1, 'name': 'new', 'tags': []})",
+                "items[0]['tags'].append(99)",
+                "total = sum(r['i'] for r in items)",
+                "print(len(items), items[-1])",
+                "print('checked', len(items), file=sys.stderr)",
+                "items.sort(key=lambda r: -r['i'])",
+                "first = items[0]",
+            ),
+            ("len(items)", "items[:2]"),
+            ("print(len(items), items[0], items[-1])",),
+        )
+        for n in (1, 3, 20_000)
+    ]
+
+
+def sequences() -> list[Entity]:
+    """A tuple of lists and a set, small and 20,000 long."""
+    return [
+        Entity(
+            "sequences",
+            f"tup = tuple([i] for i in range({n}))\nbag = set(range({n}))",
+            (
+                "tup[0].append(-1)",
+                "print(len(tup), tup[:2])",
+                "tup = tup + ([7],)",
+                "bag.add(-1)",
+                "bag.discard(0)",
+                "print(len(bag), min(bag))",
+                "frozen = frozenset(bag)",
+                "pair_of = (tup, tup)",
+            ),
+            ("tup[:3]", "len(bag)"),
+            ("print(tup[0], len(bag))",),
+        )
+        for n in (1, 3, 20_000)
+    ]
+
+
+def views() -> list[Entity]:
+    return [
+        Entity(
+            "views",
+            f"base = np.arange({n})\nview = base[2:5]",
+            (
+                "view[0] = -5",
+                "print(base[2])",
+                "base[3] = 42",
+                "print(view.tolist())",
+                "view = view.copy()",
+                "base += 1",
+            ),
+            ("int(view[0])", "view"),
+            ("print(base[:6], view, view.base is base)",),
+        )
+        for n in (10, 200_000)
+    ]
+
+
+def structured() -> list[Entity]:
+    return [
+        Entity(
+            "structured",
+            "rec = np.zeros(3, dtype=[('x', 'i4'), ('y', 'f8')])",
+            ("rec['x'][1] = 5", "rec[0] = (1, 2.5)", "print(rec)", "col = rec['y']"),
+            ("rec",),
+            ("print(rec, rec.dtype)",),
+        )
+    ]
+
+
+def frames() -> list[Entity]:
+    """A frame with an object (string) column, small and over 1 MiB."""
+    return [
+        Entity(
+            "frames",
+            f"df = pd.DataFrame({{'name': [f'row-{{i}}' for i in range({n})], 'n': range({n})}})",
+            (
+                "df['shout'] = df['name'].str.upper()",
+                "df.loc[0, 'name'] = 'z'",
+                "print(df.head(3).to_string())",
+                "df = df[df.n > 1]",
+                "col = df['name']",
+                "df.attrs['note'] = 'x'",
+            ),
+            ("df.head(3)", "df.shape"),
+            ("print(df.head(3).to_string(), df.shape)",),
+        )
+        for n in (3, 50_000)
+    ]
+
+
+def dataclasses_() -> list[Entity]:
+    return [
+        Entity(
+            "point",
+            code("""
+                @dataclass
+                class Point:
+                    x: int
+                    y: int
+
+                p = Point(1, 2)
+            """),
+            (
+                "p.x = 10",
+                "q = Point(3, 4)",
+                "pts = [Point(i, -i) for i in range(2)]",
+                "print(p)",
+                "p = Point(5, 6)",
+            ),
+            ("p", "Point(7, 8)"),
+            ("print(repr(Point(1, 2)))", "print(repr(p), type(p) is Point)"),
+        ),
+        Entity(
+            "point",
+            code("""
+                @dataclass
+                class Bag:
+                    label: str
+                    things: list = field(default_factory=list)
+
+                held = Bag('held')
+            """),
+            ("held.things.append(1)", "spare = Bag('spare', [2])", "print(held)"),
+            ("held", "Bag('new')"),
+            ("print(repr(Bag('later')), held)",),
+        ),
+    ]
+
+
+def enums() -> list[Entity]:
+    return [
+        Entity(
+            "enums",
+            code("""
+                class Color(enum.Enum):
+                    RED = 1
+                    GREEN = 2
+
+                Pair = collections.namedtuple('Pair', 'left right')
+                fav = Color.RED
+                pr = Pair(1, [2])
+            """),
+            (
+                "fav = Color.GREEN",
+                "pr.right.append(3)",
+                "same = fav is Color.RED",
+                "print(pr, fav)",
+                "pr2 = Pair(fav, 0)",
+            ),
+            ("pr", "fav"),
+            ("print(fav is Color.RED, type(pr) is Pair, Color(2), pr)",),
+        )
+    ]
+
+
+def class_state() -> list[Entity]:
+    return [
+        Entity(
+            "class_state",
+            code("""
+                class Registry:
+                    items = []
+
+                    @classmethod
+                    def add(cls, x):
+                        cls.items.append(x)
+                        return len(cls.items)
+            """),
+            (
+                "Registry.add(5)",
+                "n_items = Registry.add('a')",
+                "print(Registry.items)",
+                "Registry.label = 'set in the cell'",
+                "reg = Registry()",
+            ),
+            ("Registry.items",),
+            ("print(Registry.items, Registry.add(0))",),
+        )
+    ]
+
+
+def mutable_defaults() -> list[Entity]:
+    return [
+        Entity(
+            "mutable_defaults",
+            code("""
+                def acc(x, into=[]):
+                    into.append(x)
+                    return into
+            """),
+            ("acc(1)", "got = acc(2)", "print(acc.__defaults__)"),
+            ("acc(3)",),
+            ("print(acc(0))",),
+        )
+    ]
+
+
+def decorated() -> list[Entity]:
+    return [
+        Entity(
+            "wraps",
+            code("""
+                calls = []
+                factor = 2
+
+                def logged(fn):
+                    @functools.wraps(fn)
+                    def wrapper(*args, **kwargs):
+                        calls.append(fn.__name__)
+                        return fn(*args, **kwargs)
+                    return wrapper
+
+                @logged
+                def double(x):
+                    return factor * x
+            """),
+            (
+                "y = double(21)",
+                "print(double(2), double.__name__)",
+                "print(double.__wrapped__(5))",
+                "tripled = logged(lambda v: 3 * v)",
+            ),
+            ("double(4)",),
+            ("print(double(1), calls)",),
+        ),
+        Entity(
+            "contextmanager",
+            code("""
+                trail = []
+
+                @contextlib.contextmanager
+                def tagged(tag):
+                    trail.append('enter ' + tag)
+                    yield tag.upper()
+                    trail.append('exit ' + tag)
+            """),
+            (
+                "with tagged('a') as t:\n    print(t)",
+                "with tagged('b'):\n    trail.append('inside')",
+            ),
+            ("trail",),
+            ("with tagged('later') as t:\n    print(t, trail)",),
+        ),
+        Entity(
+            "lru_cache",
+            code("""
+                @functools.lru_cache(maxsize=None)
+                def fib(n):
+                    return n if n < 2 else fib(n - 1) + fib(n - 2)
+            """),
+            # Its parameters, not its cache_info(): a task cell's calls fill the worker's
+            # cache, not the notebook's (the README says so).
+            ("f = fib(20)", "print(fib(10))", "print(fib.cache_parameters())"),
+            ("fib(15)",),
+            ("print(fib(5), fib.cache_parameters())",),
+        ),
+        Entity(
+            "closure",
+            code("""
+                def make_counter():
+                    n = 0
+                    def bump():
+                        nonlocal n
+                        n += 1
+                        return n
+                    return bump
+
+                counter = make_counter()
+            """),
+            ("counter()", "k = counter()", "print(counter())", "other = make_counter()"),
+            ("counter()",),
+            ("print(counter())",),
+        ),
+    ]
+
+
+def travel_less() -> list[Entity]:
+    return [
+        Entity(
+            "generators",
+            code("""
+                squares = (i * i for i in range(5))
+
+                def count_up(k):
+                    yield from range(k)
+            """),
+            (
+                "first = next(squares)",
+                "print(list(squares))",
+                "vals = list(count_up(3))",
+                "print(sum(count_up(4)))",
+            ),
+            ("sum(count_up(5))",),
+            ("print(list(squares))",),
+            frozenset({"squares"}),
+        ),
+        Entity(
+            "files",
+            code("""
+                fh = open('notes.txt', 'w')
+                fh.write('a')
+                done = open('done.txt', 'w')
+                done.close()
+            """),
+            (
+                "print(fh.closed)",
+                "fh.write('b')",
+                "print(done.closed)",
+                "print(open('done.txt').read() == '')",
+            ),
+            ("fh.closed",),
+            ("print(fh.closed, done.closed)",),
+            frozenset({"fh", "done"}),
+        ),
+    ]
+
+
+VOCABULARY: dict[str, list[Entity]] = {}
+for _make in (
+    aliases,
+    shared_keys,
+    records,
+    sequences,
+    views,
+    structured,
+    frames,
+    dataclasses_,
+    enums,
+    class_state,
+    mutable_defaults,
+    decorated,
+    travel_less,
+):
+    for _entity in _make():
+        VOCABULARY.setdefault(_entity.kind, []).append(_entity)
+
+RAISE = "raise ValueError('after the changes')"
+
+
+#: The generated tests: one per kind, whose cells work on that kind alone (up to two other
+#: kinds stand by in the setup, untouched), and ``mixed``, whose cells work on all they set up.
+FOCUSES = [*sorted(VOCABULARY), "mixed"]
+EACH = max(1, -(-EXAMPLES // len(FOCUSES)))
+
+
+@st.composite
+def examples(draw: st.DrawFn, focus: str) -> Example:
+    """A setup of one to three kinds (``focus`` first), and a cell of operations on ``focus``
+    (or, for ``mixed``, on all of them); maybe raising, maybe ending in a value."""
+    if focus == "mixed":
+        kinds = draw(
+            st.lists(st.sampled_from(sorted(VOCABULARY)), min_size=1, max_size=3, unique=True)
+        )
+    else:
+        others = sorted(set(VOCABULARY) - {focus})
+        kinds = [focus, *draw(st.lists(st.sampled_from(others), max_size=2, unique=True))]
+    if focus == "mixed":
+        entities = [draw(st.sampled_from(VOCABULARY[k])) for k in kinds]
+        worked = entities
+    else:  # the kinds standing by come in their smallest variant: they cost time, not cover
+        entities = [
+            draw(st.sampled_from(VOCABULARY[focus])),
+            *(VOCABULARY[k][0] for k in kinds[1:]),
+        ]
+        worked = entities[:1]
+    body = draw(
+        st.lists(st.sampled_from([op for e in worked for op in e.ops]), min_size=1, max_size=4)
+    )
+    if draw(st.integers(0, 4)) == 4:
+        body.append(RAISE)
+    last = draw(st.none() | st.sampled_from([v for e in worked for v in e.values]))
+    if last is not None and RAISE not in body:
+        body.append(last)
+    later = draw(st.lists(st.sampled_from([s for e in worked for s in e.later]), max_size=2))
+    return Example(
+        setup="\n\n".join(e.setup for e in entities),
+        cell="\n".join(body),
+        later="\n".join(later),
+        travel_less=frozenset().union(*(e.travel_less for e in entities)),
+    )
+
+
+@pytest.mark.timeout(1800 + 60 * EACH)
+@pytest.mark.parametrize("focus", FOCUSES)
+def test_a_task_cell_means_what_the_cell_means(pair, focus):
+    """Generated cells mean the same with and without ``%%task``. Each kind of value is a test
+    of its own, so each fails on its own, with its own smallest example."""
+
+    @settings(
+        max_examples=EACH,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(example=examples(focus))
+    def means_the_same(example: Example) -> None:
+        check(pair, example)
+
+    means_the_same()
+
+
+# --- The reported cases, one fixed example each ---------------------------------------------
+
+
+def test_dicts_sharing_a_key_keep_their_own_arrays_over_a_mebibyte(pair):
+    check(
+        pair,
+        Example(
+            setup="d1 = {'k': np.zeros(200_000)}\nd2 = {'k': np.ones(200_000)}",
+            cell="s = (float(d1['k'].sum()), float(d2['k'].sum()))\nprint(s)",
+            later="print(s, d1['k'][:2], d2['k'][:2])",
+        ),
+        refusal_allowed=False,
+    )
+
+
+def test_a_list_of_20000_small_dicts_as_input(pair):
+    check(
+        pair,
+        Example(
+            setup="items = [{'i': i, 'name': f'item-{i:05d}', 'tags': [i]} for i in range(20_000)]",
+            cell="items[0]['tags'].append(99)\ntotal = sum(r['i'] for r in items)\nprint(total)",
+            later="print(items[0], total)",
+        ),
+        refusal_allowed=False,
+    )
+
+
+def test_a_notebook_dataclass_keeps_its_repr_after_a_task_cell_uses_it(pair):
+    check(
+        pair,
+        Example(
+            setup="@dataclass\nclass Point:\n    x: int\n    y: int\n\np = Point(1, 2)",
+            cell="p.x = 10\nq = Point(3, 4)",
+            later="print(repr(Point(1, 2)), repr(p), repr(q), type(q) is Point)",
+        ),
+        refusal_allowed=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["contextmanager", "wraps", "lru_cache"],
+    ids=["a-contextmanager-helper", "a-functools-wraps-wrapper", "an-lru-cache-function"],
+)
+def test_a_decorated_notebook_function_works_in_a_task_cell(pair, kind):
+    cells = {
+        "contextmanager": ("with tagged('a') as t:\n    print(t)", "print(trail)"),
+        "wraps": ("y = double(21)\nprint(y, double.__name__)", "print(calls, double(1))"),
+        "lru_cache": ("f = fib(20)\nprint(f)", "print(fib(5), f)"),
+    }
+    (entity,) = VOCABULARY[kind]
+    cell, later = cells[kind]
+    check(pair, Example(setup=entity.setup, cell=cell, later=later), refusal_allowed=False)
+
+
+def test_a_classmethod_appending_to_class_state_keeps_the_change(pair):
+    (entity,) = VOCABULARY["class_state"]
+    check(
+        pair,
+        Example(
+            setup=entity.setup,
+            cell="Registry.add(5)\nn_items = Registry.add('a')",
+            later="print(Registry.items, n_items)",
+        ),
+        refusal_allowed=False,
+    )
+
+
+def test_a_mutable_default_keeps_what_a_call_appended(pair):
+    (entity,) = VOCABULARY["mutable_defaults"]
+    check(
+        pair,
+        Example(setup=entity.setup, cell="acc(1)\ngot = acc(2)", later="print(acc(0), got)"),
+        refusal_allowed=False,
+    )
+
+
+def test_a_change_through_a_view_shows_in_its_base(pair):
+    (entity, _) = VOCABULARY["views"]
+    check(
+        pair,
+        Example(
+            setup=entity.setup,
+            cell="view[0] = -5\nprint(base[2])",
+            later="print(base, view, view.base is base)",
+        ),
+        refusal_allowed=False,
+    )
