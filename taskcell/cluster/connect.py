@@ -34,6 +34,7 @@ from taskcell import config
 from taskcell.cluster import interruptible, registry
 from taskcell.cluster.embedded import EmbeddedCluster, wants_tls, worker_specs
 from taskcell.cluster.mapping import WorkerCapacity
+from taskcell.cluster.quiet import quiet_distributed
 from taskcell.errors import ClusterError, Interrupted
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class Embedded:
         """Start the cluster, or adopt ``cluster``, already started."""
         self.cluster = cluster
         self.used = False  #: a cell ran on it
+        self.replaces: str | None = None  #: the address of a cluster used before, now stopped
         self._client: Client | None = None
         self._error: Exception | None = None
         self._closed = False
@@ -130,7 +132,8 @@ class Embedded:
         """The client of the started cluster, waiting for the start; the start's error."""
         try:
             if not self._done.is_set() and on_wait is not None:
-                on_wait("waiting for the embedded cluster to start on this machine")
+                before = f"the cluster at {self.replaces} was stopped; " if self.replaces else ""
+                on_wait(f"{before}waiting for the embedded cluster to start on this machine")
             interruptible.wait(self._done)
         except KeyboardInterrupt:
             raise Interrupted(
@@ -158,12 +161,16 @@ class Embedded:
         return self._client if self._done.is_set() and self.usable() else None
 
     def close(self) -> None:
+        """Stop the cluster and close its client, without the client's reconnection log."""
         with _lock:
             self._closed = True
             resources = (self._client, self.cluster)
         for resource in resources:
             if resource is not None:
-                with contextlib.suppress(OSError, asyncio.TimeoutError, TimeoutError):
+                with (
+                    contextlib.suppress(OSError, asyncio.TimeoutError, TimeoutError),
+                    quiet_distributed(),
+                ):
                     resource.close()
 
 
@@ -275,9 +282,12 @@ def _embedded_start() -> Embedded:
     Called with ``_lock`` held."""
     global _embedded
     if _embedded is None or not _embedded.usable():
-        if _embedded is not None:
-            _embedded.close()
+        stopped = _embedded
         _embedded = Embedded()
+        if stopped is not None:
+            if stopped.used and stopped.cluster is not None:  # it started: a cell ran on it
+                _embedded.replaces = stopped.cluster.address()
+            stopped.close()
     return _embedded
 
 

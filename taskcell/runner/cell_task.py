@@ -13,13 +13,14 @@ import dataclasses
 import queue
 import sys
 import time
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from taskcell import config
 from taskcell.cluster.connect import live_workers, not_answering, silence
 from taskcell.cluster.provision import claim, waiting_status
+from taskcell.cluster.quiet import quiet_distributed
 from taskcell.cluster.submit import plan, unique_key
 from taskcell.errors import (
     CellError,
@@ -319,33 +320,8 @@ def _same_cluster(name: str, value: Any, client: Client) -> str:
 
 def _scattered(client: Client, sealed: Sealed) -> Future:
     """``sealed`` sent to the cluster ahead of the cell, as one opaque value."""
-    with _quiet_distributed():
+    with quiet_distributed():
         return client.scatter(sealed, hash=False)
-
-
-@contextlib.contextmanager
-def _quiet_distributed() -> Iterator[None]:
-    """Silence distributed's logging of a failed serialisation: the error says it in one line."""
-    import logging
-
-    loggers = [
-        logging.getLogger(n)
-        for n in (
-            "distributed",
-            "distributed.comm.utils",
-            "distributed.protocol.pickle",
-            "distributed.protocol.core",
-            "distributed.protocol.serialize",
-        )
-    ]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
 
 
 def _cannot_travel(name: str, value: Any, error: Exception) -> InputError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from taskcell.runner.crossing import guard_classes
 from taskcell.spec.amounts import show_bytes
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ class RemoteValue:
     def fetch(self) -> Any:
         """The value itself, brought to this process (once)."""
         if not self._fetched:
-            self._local, self._fetched = self.future.result(), True
+            with guard_classes():  # it may hold instances of the notebook's classes
+                self._local, self._fetched = self.future.result(), True
         return self._local
 
     def retarget(self, value: Any) -> None:

@@ -507,3 +507,31 @@ def test_an_interrupt_while_the_result_comes_back_ends_the_cell_in_one_line(
     finally:
         open(gate, "w").close()
         kernel.stop()
+
+
+def test_the_cell_after_the_embedded_cluster_was_stopped_says_so_and_runs(embedded_kernel):
+    """Stopped through its scheduler (the sidebar's Stop), the embedded cluster is replaced by
+    the next cell, which says so in its status and shows none of Dask's reconnection log."""
+    import asyncio
+
+    from distributed.core import rpc
+
+    from taskcell.cluster.embedded_control import STOP
+
+    kernel = embedded_kernel
+    assert kernel.run("%%task\nfirst = 1", timeout=120).status == "ok"
+    address = kernel.value(
+        "__import__('taskcell.cluster.connect', fromlist=['_']).current_client().scheduler.address"
+    )
+
+    async def stop() -> dict:
+        async with rpc(address) as scheduler:
+            return await getattr(scheduler, STOP)()
+
+    assert asyncio.run(stop()) == {}
+    out = kernel.run("%%task\nsecond = 2", timeout=120)
+    assert out.status == "ok", out.error_text
+    assert out.stderr == ""
+    shown = "\n".join(str(d.get("text/plain")) for d in out.displays)
+    assert f"the cluster at {address} was stopped" in shown
+    assert kernel.value("second") == 2
