@@ -1,7 +1,8 @@
-"""The planner's numbers against the truth, on the workload corpus (issue 19).
+"""The planner's numbers against the truth, on the workload corpus (issues 19 and 27).
 
-For each cell of ``benchmarks/planner_corpus.py`` (csv, json, text, numpy, Parquet and pickle
-inputs; 25 cells) this measures:
+The corpus (``benchmarks/planner_corpus.py``) comes in two halves: ``TUNING``, which the
+planner's factors and rules were read off, and ``VALIDATION``, which they were never tuned
+on. Every figure is reported for each half apart. For each cell this measures:
 
 - its true peak: the cell's code run alone in a fresh interpreter under GNU ``time``;
 - the peak taskcell records for it, run as a ``%%task`` cell on a real worker process after
@@ -11,9 +12,6 @@ inputs; 25 cells) this measures:
   file), and after one run of the same cell on a quarter of the input (its peak scaled);
 - the same choices by the rules before issue 19, as the baseline: the default profile's 4x of
   the input's size on disk, and the highest past peak with a quarter added.
-
-The cells of the second corpus (``MORE_WORKLOADS``, 19 cells written after the factors were
-read off the first) get the planner's choice with no past run only.
 
 A choice fits when its rung holds the true peak; it is *n* steps too big when a rung *n*
 steps lower would have. Targets: at least 90% fit, never more than one step too big, recorded
@@ -106,7 +104,8 @@ def _run(client, name: str, code: str) -> object:
     return history[0]
 
 
-def _measure() -> list[dict]:
+def _measure(client, workloads: list) -> list[dict]:
+    """Each cell's truth, recorded peak and the choices with and without a past run."""
     from taskcell.planner.auto import auto_preset
     from taskcell.planner.estimate import cell_input, estimate_memory
     from taskcell.planner.rightsize import memory_needed
@@ -114,92 +113,54 @@ def _measure() -> list[dict]:
     ladder = _ladder()
     full, small = corpus.data(), corpus.data(small=True)
     found = []
-    with _cluster() as client:
-        for w in corpus.WORKLOADS:
-            code, first = corpus.cell(w, full), corpus.cell(w, small)
-            started = time.perf_counter()
-            true = corpus.alone(code)
-            alone_s = time.perf_counter() - started
-            started = time.perf_counter()
-            recorded = _run(client, w.name, code).usage.peak_memory
-            ours_s = time.perf_counter() - started
-            started = time.perf_counter()
-            estimate = estimate_memory(cell_input(code, {}))
-            planned = auto_preset([], name=w.name, estimate=estimate, presets=ladder)
-            plan_s = time.perf_counter() - started
-            started = time.perf_counter()
-            on_disk = os.path.getsize(full / w.data)  # the old planner's input size
-            sum_s = time.perf_counter() - started
-            past = _run(client, w.name, first)
-            learned = auto_preset([past], name=w.name, estimate=estimate, presets=ladder)
-            old_learned = memory_needed(past.usage.peak_memory)
-            found.append(
-                {
-                    "name": w.name,
-                    "true": true,
-                    "recorded": recorded,
-                    "planned": _rung(planned.request.memory.request),
-                    "learned": _rung(learned.request.memory.request),
-                    "old_planned": _rung(4 * on_disk),
-                    "old_learned": _rung(old_learned),
-                    "need": _rung(true),
-                    "alone_s": alone_s,
-                    "ours_s": ours_s,
-                    "plan_s": plan_s,
-                    "sum_s": sum_s,
-                }
-            )
-            print(
-                f"{w.name:24s} true {true / MiB:7.0f} MiB  recorded x{recorded / true:4.2f}  "
-                f"rung needed {found[-1]['need']} planner {found[-1]['planned']} learned "
-                f"{found[-1]['learned']} (old rules {found[-1]['old_planned']}, "
-                f"{found[-1]['old_learned']})",
-                flush=True,
-            )
-    return found
-
-
-def _measure_more() -> list[dict]:
-    """The second corpus: the planner's choice with no past run, against each cell alone."""
-    from taskcell.planner.auto import auto_preset
-    from taskcell.planner.estimate import cell_input, estimate_memory
-
-    ladder = _ladder()
-    full = corpus.data()
-    found = []
-    for w in corpus.MORE_WORKLOADS:
-        code = corpus.cell(w, full)
+    for w in workloads:
+        code, first = corpus.cell(w, full), corpus.cell(w, small)
+        started = time.perf_counter()
         true = corpus.alone(code)
+        alone_s = time.perf_counter() - started
+        started = time.perf_counter()
+        recorded = _run(client, w.name, code).usage.peak_memory
+        ours_s = time.perf_counter() - started
         started = time.perf_counter()
         estimate = estimate_memory(cell_input(code, {}))
         planned = auto_preset([], name=w.name, estimate=estimate, presets=ladder)
         plan_s = time.perf_counter() - started
         started = time.perf_counter()
-        on_disk = os.path.getsize(full / w.data)
+        on_disk = os.path.getsize(full / w.data)  # the old planner's input size
         sum_s = time.perf_counter() - started
+        past = _run(client, w.name, first)
+        learned = auto_preset([past], name=w.name, estimate=estimate, presets=ladder)
+        old_learned = memory_needed(past.usage.peak_memory)
         found.append(
             {
                 "name": w.name,
                 "true": true,
+                "recorded": recorded,
                 "planned": _rung(planned.request.memory.request),
+                "learned": _rung(learned.request.memory.request),
                 "old_planned": _rung(4 * on_disk),
+                "old_learned": _rung(old_learned),
                 "need": _rung(true),
+                "alone_s": alone_s,
+                "ours_s": ours_s,
                 "plan_s": plan_s,
                 "sum_s": sum_s,
             }
         )
         print(
-            f"{w.name:28s} true {true / MiB:7.0f} MiB  rung needed {found[-1]['need']} "
-            f"planner {found[-1]['planned']} (old rule {found[-1]['old_planned']})",
+            f"{w.name:24s} true {true / MiB:7.0f} MiB  recorded x{recorded / true:4.2f}  "
+            f"rung needed {found[-1]['need']} planner {found[-1]['planned']} learned "
+            f"{found[-1]['learned']} (old rules {found[-1]['old_planned']}, "
+            f"{found[-1]['old_learned']})",
             flush=True,
         )
     return found
 
 
-def _fit(found: list[dict], key: str) -> tuple[int, int, int]:
-    """How many fit, how many are too big, and the most steps too big."""
+def _fit(found: list[dict], key: str) -> tuple[int, int, int, int]:
+    """How many fit, how many are too big, the most steps too big and the most too small."""
     steps = [f[key] - f["need"] for f in found]
-    return sum(s >= 0 for s in steps), sum(s > 0 for s in steps), max(steps)
+    return sum(s >= 0 for s in steps), sum(s > 0 for s in steps), max(steps), -min(steps)
 
 
 def _choice_row(found: list[dict], key: str, old: str, what: str) -> dict:
@@ -208,8 +169,8 @@ def _choice_row(found: list[dict], key: str, old: str, what: str) -> dict:
         statistics.mean(f["plan_s"] for f in found),
         statistics.mean(f["sum_s"] for f in found),
     )
-    fits, big, worst = _fit(found, key)
-    old_fits, _, old_worst = _fit(found, old)
+    fits, big, worst, short = _fit(found, key)
+    old_fits, _, old_worst, old_short = _fit(found, old)
     misses = [f["name"] for f in found if f[key] < f["need"]]
     return {
         "benchmark": f"%%task auto on the fine ladder, {what} ({n} cells)",
@@ -218,37 +179,44 @@ def _choice_row(found: list[dict], key: str, old: str, what: str) -> dict:
         "ratio": seconds[0] / seconds[1],
         "note": (
             f"fit {fits}/{n} ({100 * fits / n:.0f}%, target >= 90%), {big} a step too big, "
-            f"largest step too big {worst} (target <= 1)"
+            f"largest step too big {worst} (target <= 1), largest step too small {max(short, 0)}"
             + (f"; misses: {', '.join(misses)}" if misses else "")
-            + f". Rule before issue 19: fit {old_fits}/{n}, largest step too big {old_worst}"
+            + f". Rule before issue 19: fit {old_fits}/{n}, largest step too big {old_worst}, "
+            f"too small {max(old_short, 0)}"
+        ),
+    }
+
+
+def _peak_row(found: list[dict], half: str) -> dict:
+    ratios = [f["recorded"] / f["true"] for f in found]
+    big = [f for f in found if f["true"] > 100 * MiB]
+    within = sum(0.9 <= f["recorded"] / f["true"] <= 1.1 for f in big)
+    worst = max(found, key=lambda f: abs(math.log(f["recorded"] / f["true"])))
+    return {
+        "benchmark": f"recorded peak / the same code alone, {half} ({len(found)} cells)",
+        "taskcell_s": sum(f["ours_s"] for f in found),
+        "baseline_s": sum(f["alone_s"] for f in found),
+        "ratio": statistics.median(ratios),
+        "note": (
+            f"ratio: median recorded/true peak (min {min(ratios):.2f}, max "
+            f"{max(ratios):.2f}; {within}/{len(big)} cells over 100 MiB within 10%, target "
+            f"all; furthest: {worst['name']}). Seconds: all cells as %%task on one warm "
+            "worker process, against each alone under GNU time"
         ),
     }
 
 
 def run() -> list[dict]:
-    found = _measure()
-    ratios = [f["recorded"] / f["true"] for f in found]
-    big = [f for f in found if f["true"] > 100 * MiB]
-    within = sum(0.9 <= f["recorded"] / f["true"] <= 1.1 for f in big)
-    worst = max(found, key=lambda f: abs(math.log(f["recorded"] / f["true"])))
-    more = _measure_more()
-    return [
-        {
-            "benchmark": f"recorded peak / the same code alone ({len(found)} corpus cells)",
-            "taskcell_s": sum(f["ours_s"] for f in found),
-            "baseline_s": sum(f["alone_s"] for f in found),
-            "ratio": statistics.median(ratios),
-            "note": (
-                f"ratio: median recorded/true peak (min {min(ratios):.2f}, max "
-                f"{max(ratios):.2f}; {within}/{len(big)} cells over 100 MiB within 10%, target "
-                f"all; furthest: {worst['name']}). Seconds: all cells as %%task on one warm "
-                "worker process, against each alone under GNU time"
-            ),
-        },
-        _choice_row(found, "planned", "old_planned", "no past run, corpus"),
-        _choice_row(found, "learned", "old_learned", "after a run on a quarter of the input"),
-        _choice_row(more, "planned", "old_planned", "no past run, second corpus"),
-    ]
+    rows = []
+    with _cluster() as client:
+        for half, workloads in (("tuning", corpus.TUNING), ("validation", corpus.VALIDATION)):
+            found = _measure(client, workloads)
+            rows += [
+                _peak_row(found, half),
+                _choice_row(found, "planned", "old_planned", f"no past run, {half}"),
+                _choice_row(found, "learned", "old_learned", f"after a run on a quarter, {half}"),
+            ]
+    return rows
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,8 +49,11 @@ __all__ = [
     "WorkerShare",
     "advertised_resources",
     "canonical_gpu_name",
+    "cap_memory",
+    "cgroup_memory_limit",
     "detect_gpus",
     "detect_machine",
+    "memory_limit_option",
     "parse_list_gpus",
     "parse_query_gpu",
 ]
@@ -389,6 +393,135 @@ def _free_bytes(path: str | os.PathLike[str]) -> int:
         return 0
 
 
+#: A cgroup v1 limit at or over this is "no limit" (the kernel writes 2**63 rounded to pages).
+_UNLIMITED = 1 << 60
+
+
+def _read_limit(path: str) -> int | None:
+    """A cgroup memory limit file's value in bytes; None for none (``max``, unlimited) or a
+    file that is not there."""
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None  # "max": no limit at this level
+    value = int(text)
+    return value if 0 < value < _UNLIMITED else None
+
+
+def _cgroup_dirs(cgroup_text: str, mountinfo_text: str) -> list[tuple[str, str]]:
+    """Each cgroup directory this process's memory is accounted in, innermost first, with the
+    limit file it holds: the v2 cgroup (``memory.max``) or the v1 memory cgroup
+    (``memory.limit_in_bytes``), and every parent up to the mount's root."""
+    paths: dict[str, str] = {}  # "v1" / "v2" -> the cgroup's path in its hierarchy
+    for line in cgroup_text.splitlines():
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        if fields[0] == "0" and fields[1] == "":
+            paths["v2"] = fields[2]
+        elif "memory" in fields[1].split(","):
+            paths["v1"] = fields[2]
+    found: list[tuple[str, str]] = []
+    for line in mountinfo_text.splitlines():
+        before, _, after = line.partition(" - ")
+        left, right = before.split(), after.split()
+        if len(left) < 5 or len(right) < 3:
+            continue
+        root, mount, fstype, options = left[3], left[4], right[0], right[2]
+        if fstype == "cgroup2" and "v2" in paths:
+            found += _levels(mount, root, paths["v2"], "memory.max")
+        elif fstype == "cgroup" and "memory" in options.split(",") and "v1" in paths:
+            found += _levels(mount, root, paths["v1"], "memory.limit_in_bytes")
+    return found
+
+
+def _levels(mount: str, root: str, path: str, limit_file: str) -> list[tuple[str, str]]:
+    """The directories from the cgroup ``path`` up to the ``mount`` of its hierarchy (whose
+    root is ``root``: a container sees its own cgroup as the mount's root)."""
+    relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+    parts = [] if relative in (".", "") else relative.strip("/").split("/")
+    return [
+        (os.path.join(mount, *parts[:depth]), limit_file) for depth in range(len(parts), -1, -1)
+    ]
+
+
+def cgroup_memory_limit(
+    cgroup_file: str = "/proc/self/cgroup", mountinfo_file: str = "/proc/self/mountinfo"
+) -> int | None:
+    """The tightest memory limit of the cgroups this process is in, nested ones and every
+    parent included, in cgroup v1 and v2; None where none is set (or this is not Linux).
+
+    Dask reads only the limit at the root of the mount (``/sys/fs/cgroup/memory.max``), so a
+    worker in a nested cgroup (a systemd slice, a job scheduler's step) would advertise the
+    whole machine.
+    """
+    try:
+        with open(cgroup_file) as f:
+            cgroup_text = f.read()
+        with open(mountinfo_file) as f:
+            mountinfo_text = f.read()
+    except OSError:
+        return None
+    limits = [
+        limit
+        for directory, name in _cgroup_dirs(cgroup_text, mountinfo_text)
+        if (limit := _read_limit(os.path.join(directory, name))) is not None
+    ]
+    return min(limits, default=None)
+
+
+def memory_limit_option(passthrough: Sequence[str], total: int) -> int | None:
+    """The per-process ``--memory-limit`` given to ``dask worker`` (after ``--``), in bytes:
+    a size (``1GiB``, ``4e9``), a fraction of ``total`` (``0.5``), or None for none given,
+    ``auto`` (Dask's share of the machine, which :func:`advertised_resources` makes too), or
+    ``0`` (no limit).
+
+    Raises
+    ------
+    ValueError
+        A value Dask would refuse too, naming it.
+    """
+    value = None
+    for i, arg in enumerate(passthrough):
+        if arg == "--memory-limit" and i + 1 < len(passthrough):
+            value = passthrough[i + 1]
+        elif arg.startswith("--memory-limit="):
+            value = arg.partition("=")[2]
+    if value is None or value.strip().lower() in ("auto", "none", "0", ""):
+        return None
+    from dask.utils import parse_bytes
+
+    try:
+        number = float(value)
+    except ValueError:
+        try:
+            return int(parse_bytes(value))
+        except ValueError:
+            raise ValueError(
+                f"--memory-limit must be a size such as 4GiB, a fraction such as 0.5, auto or "
+                f"0, got {value!r}"
+            ) from None
+    return int(number * total) if 0 < number <= 1 else int(number)
+
+
+def cap_memory(shares: list[WorkerShare], limit: int | None) -> list[WorkerShare]:
+    """Each share advertising no more ``MEMORY`` than the worker's own ``--memory-limit``
+    (:func:`memory_limit_option`): the memory a cell there can have, so the scheduler never
+    places a larger request on it."""
+    if limit is None:
+        return shares
+    return [
+        WorkerShare(
+            {**s.resources, names.MEMORY: float(min(s.resources[names.MEMORY], limit))},
+            s.visible_devices,
+        )
+        for s in shares
+    ]
+
+
 def detect_machine(scratch_dir: str | os.PathLike[str] | None = None) -> MachineFacts:
     """What this machine offers: cores, memory, GPUs, /dev/shm and scratch disk.
 
@@ -402,15 +535,17 @@ def detect_machine(scratch_dir: str | os.PathLike[str] | None = None) -> Machine
     -------
     MachineFacts
         Cores honour CPU affinity and a cgroup CPU quota (:func:`dask.system.cpu_count`);
-        memory honours cgroup and ``RLIMIT_RSS`` limits (:data:`distributed.system.MEMORY_LIMIT`);
+        memory honours ``RLIMIT_RSS`` (:data:`distributed.system.MEMORY_LIMIT`) and the
+        effective cgroup limit, nested cgroups included (:func:`cgroup_memory_limit`);
         /dev/shm and scratch are free bytes now (0 where absent).
     """
     from dask.system import cpu_count
     from distributed.system import MEMORY_LIMIT
 
+    memory = min(int(MEMORY_LIMIT), cgroup_memory_limit() or int(MEMORY_LIMIT))
     return MachineFacts(
         cores=cpu_count(),
-        memory_bytes=int(MEMORY_LIMIT),
+        memory_bytes=memory,
         gpus=detect_gpus(),
         shm_bytes=_free_bytes("/dev/shm") if os.path.isdir("/dev/shm") else 0,
         scratch_bytes=_free_bytes(

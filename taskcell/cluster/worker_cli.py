@@ -44,7 +44,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from taskcell.cluster import names
-from taskcell.cluster.detect import WorkerShare, advertised_resources, detect_machine
+from taskcell.cluster.detect import (
+    WorkerShare,
+    advertised_resources,
+    cap_memory,
+    detect_machine,
+    memory_limit_option,
+)
 from taskcell.errors import SpecError
 from taskcell.spec.resources import parse_resource_pairs
 
@@ -580,9 +586,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     facts = detect_machine(args.scratch)
     host = listen_host(args.scheduler, passthrough)
+    try:
+        own_limit = memory_limit_option(passthrough, facts.memory_bytes)
+    except ValueError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
     commands = worker_commands(
         args.scheduler,
-        advertised_resources(facts, args.nworkers),
+        cap_memory(advertised_resources(facts, args.nworkers), own_limit),
         nthreads=args.nthreads,
         scratch=args.scratch,
         name=args.name,

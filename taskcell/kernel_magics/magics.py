@@ -116,6 +116,7 @@ class TaskMagics(Magics):
             raise Interrupted("the cell was interrupted before it started")
         from taskcell import config
         from taskcell.cluster import connect
+        from taskcell.planner.auto import note_run
         from taskcell.runner.cell_task import CellSource, Display, print_stream
         from taskcell.runner.execution import run_cell_task
 
@@ -128,6 +129,8 @@ class TaskMagics(Magics):
             request = build_request(parsed, presets, self.environments, ns)
         except SpecError as e:
             raise UsageError(str(e)) from None
+        if parsed.preset != "auto":  # every run teaches auto, whatever it asks for
+            note_run(self._ipython.transform_cell(cell), ns, self._ipython.transform_cell)
         count = _cell_number(self._ipython)
         if parsed.graph:
             from taskcell.runner.graph_cell import run_graph_cell

@@ -58,6 +58,15 @@ def note_input(source: str, size: int, when: float | None = None) -> None:
     del entries[:-_REMEMBERED]
 
 
+def note_run(source: str, namespace: Mapping[str, Any], transform: Any = None) -> None:
+    """Note what a run of ``source`` reads, whatever it asks for (``%%task m1g`` as much as
+    ``%%task auto``), so that ``auto`` scales from any past run: its files' sizes and its
+    values' bytes, without parsing a sample (:func:`~taskcell.planner.estimate.cell_input`)."""
+    from taskcell.planner.estimate import cell_input
+
+    note_input(source, cell_input(source, namespace, transform, sample=False).size)
+
+
 def run_input(record: TaskRecord) -> int | None:
     """The input bytes a past run read: the size noted last for its source before it was
     submitted; None when unknown."""

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from taskcell.planner.rightsize import _presets, memory_needed, presets_holding
+from taskcell.planner.rightsize import HEADROOM, _presets, memory_needed, presets_holding
 from taskcell.planner.suggestion import round_up
 from taskcell.spec import Resources
 from taskcell.spec.amounts import show_bytes
@@ -43,6 +43,10 @@ _MEMORY_TEXT = re.compile(
 )
 #: Failures of GPU memory: more host memory does not mend them.
 _GPU_TEXT = re.compile(r"cuda out of memory|cuda error: out of memory|OutOfMemoryError: CUDA", re.I)
+#: A cell the runner stopped past its memory limit names what it held (runner.remote).
+_PEAK = re.compile(
+    r"(?:peaked at|grew past) (\d+(?:\.\d+)?) ?(B|KiB|MiB|GiB|TiB|PiB|EiB)", re.IGNORECASE
+)
 _ALLOCATION = re.compile(
     r"allocate (\d+(?:\.\d+)?) ?(B|KiB|MiB|GiB|TiB|PiB|EiB)|malloc of size (\d+)", re.IGNORECASE
 )
@@ -66,11 +70,17 @@ class MemoryFailure:
         What was seen, in one line.
     wanted
         The bytes the failed allocation asked for, where the error says; else None.
+    peak
+        What the cell held when the runner stopped it past its limit, where it says.
+    stopped
+        True where the runner stopped it while it grew: ``peak`` is then a lower bound.
     """
 
     how: Literal["error", "worker", "killed"]
     detail: str
     wanted: int | None = None
+    peak: int | None = None
+    stopped: bool = False
 
 
 def memory_failure(
@@ -103,10 +113,12 @@ def memory_failure(
     if _GPU_TEXT.search(text) or (type_name or "").endswith("OutOfMemoryError"):
         return None
     wanted = _wanted(text)
+    measured = _PEAK.search(text)
+    peak, stopped = _bytes(measured), bool(measured and measured[0].lower().startswith("grew"))
     line = _one_line(text)
     if type_name in MEMORY_ERRORS:
         detail = line if type_name in line else f"{type_name}: {line}".rstrip(": ")
-        return MemoryFailure("error", detail, wanted)
+        return MemoryFailure("error", detail, wanted, peak, stopped)
     if _MEMORY_TEXT.search(text):
         how: Literal["error", "worker"] = "worker" if "budget" in text else "error"
         return MemoryFailure(how, line, wanted)
@@ -119,10 +131,15 @@ def memory_failure(
 
 def _wanted(text: str) -> int | None:
     match = _ALLOCATION.search(text)
+    if match is not None and match[3]:
+        return int(match[3])
+    return _bytes(match)
+
+
+def _bytes(match: re.Match[str] | None) -> int | None:
+    """The amount a match's number and unit groups say, in bytes."""
     if match is None:
         return None
-    if match[3]:
-        return int(match[3])
     return round(float(match[1]) * _UNITS[match[2].lower()])
 
 
@@ -174,9 +191,10 @@ def escalate(
         top of what it had, with room); every other field as asked. Where no preset has more,
         the memory doubled. ``message`` names it and says why.
     """
-    had = request.memory.limit if request.memory is not None else held
-    needs = (had or 0) + failure.wanted if failure.wanted else None
-    least = max((had or 0) + 1, memory_needed(needs) if needs else 0)
+    asked = request.memory.limit if request.memory is not None else None
+    had = min((m for m in (asked, held) if m), default=None)  # a worker may have had less
+    need, why = _need(failure, had)
+    least = max((had or 0) + 1, memory_needed(need) if need else 0)
     cores = float(request.cpu.request) if request.cpu is not None else 0.0
     found = presets_holding(least, cores, request, _presets(presets), by="memory")
     if found and found[0][1].memory is not None:
@@ -189,14 +207,33 @@ def escalate(
     chosen = request.override(Resources(memory=memory))
     had_text = f"with {show_bytes(had)}" if had else "with no memory asked"
     target = f"{preset}'s {show_bytes(memory)}" if preset else chosen.to_options()
-    if needs:
-        verdict = f"it needs at least {show_bytes(needs)}; {target} holds that"
+    if need:
+        verdict = (
+            f"it needs at least {show_bytes(need)} ({why}); with {HEADROOM - 1:.0%} to spare "
+            f"that is {show_bytes(memory_needed(need))}: {target}"
+        )
     elif had:
         verdict = f"it needs more than {show_bytes(had)}; {target} is the next rung up"
     else:
         verdict = f"ask for its memory: {target} is a start"
     message = f"attempt {attempt} ran out of memory {had_text} ({failure.detail}): {verdict}"
     return Escalation(preset=preset, request=chosen, memory=memory, message=message)
+
+
+def _need(failure: MemoryFailure, had: int | None) -> tuple[int | None, str]:
+    """The memory the cell needs at least, and how that is known: the peak the runner
+    measured when it stopped the cell, else what it had plus the allocation that failed."""
+    if failure.peak and failure.stopped:
+        need = max(failure.peak, 2 * (had or 0))
+        return need, "it was stopped while it grew: at least twice what it had"
+    if failure.peak:
+        return failure.peak, "its measured peak"
+    if failure.wanted:
+        what = f"the {show_bytes(failure.wanted)} it could not allocate"
+        return (had or 0) + failure.wanted, (
+            f"the {show_bytes(had)} it had and " if had else ""
+        ) + what
+    return None, ""
 
 
 def next_attempt(

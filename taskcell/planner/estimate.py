@@ -19,6 +19,7 @@ size in memory, and the files it opens by a path it names (``open``, ``pd.read_*
 
 from __future__ import annotations
 
+import ast
 import glob
 import io
 import math
@@ -31,8 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskcell.planner.compressed import compression
-from taskcell.planner.expansion import SAMPLE, expansion
-from taskcell.planner.recognize import CellWork, Holding, recognize
+from taskcell.planner.expansion import SAMPLE, expansion, file_format, text_op_bytes
+from taskcell.planner.recognize import CellWork, Holding, Read, TextOp, read_call, recognize
+from taskcell.planner.shapes import Arr
 from taskcell.planner.sizing import file_size, input_size
 from taskcell.runner.analysis import FileRead, analyze_cell
 from taskcell.spec.amounts import show_bytes
@@ -83,6 +85,7 @@ HOLDINGS: dict[Holding, Model] = {
     "columnar": Model(text=0.0, parsed=2.5, expansion=6.0, library="pandas"),
     "frame": Model(text=0.0, parsed=1.0, expansion=4.0, library="pandas"),
     "pickle": Model(text=0.0, parsed=1.0, expansion=1.0),
+    "xml": Model(text=0.0, parsed=1.0, expansion=12.0),
     "json": Model(text=1.0, parsed=1.0, expansion=6.5),
     "json-lines": Model(text=0.0, parsed=1.15, expansion=9.7),
     "words": Model(text=2.7, parsed=1.0, expansion=10.5),
@@ -129,6 +132,11 @@ class CellInput:
         """The bytes it reads: values in memory plus files decompressed."""
         return sum(i.size for i in self.inputs)
 
+    @property
+    def unmodelled(self) -> tuple[str, ...]:
+        """The files whose holding the code gives no basis for (read by an unknown call)."""
+        return tuple(i.what for i in self.inputs if i.holding == "unknown")
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -152,9 +160,18 @@ class Estimate:
         reads = "; ".join(parts) if parts else "no input"
         ops = self.read.work.operations
         then = f", then {', '.join(ops)}" if ops else ""
+        shaped = self.read.work.shaped.memory
+        sized = f", {show_bytes(shaped)} of arrays sized by their shapes" if shaped else ""
+        unknown = self.read.unmodelled
+        guess = (
+            f"; the code gives no basis for how it holds {', '.join(unknown)} (a guess of "
+            f"{HOLDINGS['unknown'].expansion:g}x its size; --probe measures it)"
+            if unknown
+            else ""
+        )
         return (
             f"reads {reads}{then}: about {show_bytes(self.memory)} at its peak "
-            f"({show_bytes(self.base)} of it interpreter and libraries)"
+            f"({show_bytes(self.base)} of it interpreter and libraries{sized}){guess}"
         )
 
 
@@ -165,6 +182,7 @@ _HOW: dict[str, str] = {
     "columnar": "read into a DataFrame",
     "frame": "read into a DataFrame",
     "pickle": "unpickled",
+    "xml": "parsed into an XML tree",
     "json": "parsed into Python objects",
     "json-lines": "parsed into Python objects",
     "words": "split into words",
@@ -202,7 +220,8 @@ def cell_input(
     used = {n: namespace[n] for n in analysis.inputs if n in namespace and n not in path_names}
     values = {n: v for n, v in used.items() if not _is_code(v)}
     arrays = [n for n, v in values.items() if hasattr(v, "nbytes") or hasattr(v, "dtypes")]
-    work = recognize(source, arrays)
+    shapes = {n: shape for n, v in values.items() if (shape := _value_shape(v)) is not None}
+    work = recognize(source, arrays, _file_shapes(namespace), shapes)
     libraries = {m for m in analysis.imports if _third_party(m)}
     libraries |= {_package(v) for v in used.values() if _is_code(v)}
     inputs = []
@@ -220,12 +239,22 @@ def cell_input(
                 widen=widen,
             )
         )
-    for read in analysis.files:
-        for path in _paths(read, namespace):
-            found = _file_input(path, read.function, work.holding(read.function), sample)
+    for file in _file_reads(analysis.files, work):
+        for path in _paths(file, namespace):
+            read = work.read(file.function, file.path, file.name)
+            found = _file_input(path, read, sample, work.text_ops)
             inputs.append(found[0])
             libraries |= found[1]
     return CellInput(tuple(inputs), work, frozenset(m for m in libraries if _third_party(m)))
+
+
+def _file_reads(files: tuple[FileRead, ...], work: CellWork) -> list[FileRead]:
+    """The files the analysis lists, and those only the planner reads as files (XML parsers)."""
+    listed = list(files)
+    for r in work.reads:
+        if r.holding == "xml" and not any(f.function == r.function for f in listed):
+            listed.append(FileRead(r.function, path=r.path, name=r.name))
+    return listed
 
 
 def estimate_memory(read: CellInput) -> Estimate:
@@ -234,7 +263,53 @@ def estimate_memory(read: CellInput) -> Estimate:
     held = sum(i.memory for i in read.inputs if i.holding != "stream")
     streams = STREAM if any(i.holding == "stream" for i in read.inputs) else 0
     copies = math.ceil(read.work.extra * sum(i.loaded * i.widen for i in read.inputs))
-    return Estimate(base + streams + held + copies, base + streams, read)
+    shaped = read.work.shaped.memory
+    return Estimate(base + streams + held + copies + shaped, base + streams, read)
+
+
+def _value_shape(value: Any) -> Arr | None:
+    """A notebook array's shape and element size, for the shape model."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    itemsize = getattr(dtype, "itemsize", None)
+    if isinstance(shape, tuple) and all(isinstance(d, int) for d in shape) and itemsize:
+        return Arr(shape, int(itemsize))
+    return None
+
+
+def _file_shapes(namespace: Mapping[str, Any]) -> Callable[[Read, ast.Call], Arr | None]:
+    """The array a reader call returns, from its file: a ``.npy`` header (not one mapped
+    with ``mmap_mode``), or a raw file's size over ``dtype=``'s element size."""
+
+    def shape(read: Read, call: ast.Call) -> Arr | None:
+        name = read.function.rpartition(".")[2]
+        if name not in ("load", "fromfile") or read_call(call) is None:
+            return None
+        paths = _paths(FileRead(read.function, read.path, read.name), namespace)
+        if len(paths) != 1 or any(k.arg == "mmap_mode" for k in call.keywords):
+            return None
+        header = _npy_header(paths[0])
+        if header is not None:
+            return Arr(tuple(header[0]), int(header[1].itemsize))
+        if name == "fromfile":
+            dtype = next((k.value for k in call.keywords if k.arg == "dtype"), None)
+            itemsize = _dtype_itemsize(dtype)
+            return Arr((os.path.getsize(paths[0]) // itemsize,), itemsize)
+        return None
+
+    return shape
+
+
+def _dtype_itemsize(node: ast.expr | None) -> int:
+    """The element size ``dtype=`` names (``np.float32``, ``"int8"``); float64's by default."""
+    if node is None:
+        return 8
+    text = node.value if isinstance(node, ast.Constant) else ast.unparse(node).rpartition(".")[2]
+    try:
+        import numpy as np
+
+        return int(np.dtype(str(text)).itemsize)
+    except Exception:  # not a dtype numpy knows: float64's
+        return 8
 
 
 def library_memory(libraries: frozenset[str] | set[str]) -> int:
@@ -290,8 +365,21 @@ def _paths(read: FileRead, namespace: Mapping[str, Any]) -> list[str]:
         return []
 
 
-def _file_input(path: str, function: str, holding: Holding, sample: bool) -> tuple[Input, set[str]]:
+def _holding(read: Read, path: str) -> Holding:
+    """How the cell holds the file: as its code reads it, except that a table reader given a
+    Parquet or Arrow file reads it as the columnar file it is, whatever its name says."""
+    frame_like = ("csv", "frame", "columnar", "unknown")
+    if read.holding in frame_like and file_format(path) in ("parquet", "arrow"):
+        return "columnar"
+    return read.holding
+
+
+def _file_input(
+    path: str, read: Read, sample: bool, text_ops: tuple[TextOp, ...] = ()
+) -> tuple[Input, set[str]]:
     """What the cell holds of one file, and the libraries reading it needs."""
+    function = read.function
+    holding = _holding(read, path)
     model = HOLDINGS[holding]
     libraries = {model.library} if model.library else set()
     try:
@@ -299,11 +387,11 @@ def _file_input(path: str, function: str, holding: Holding, sample: bool) -> tup
         on_disk = os.path.getsize(path)
     except OSError:
         return Input(what=path, holding=holding, size=0, loaded=0, memory=0), libraries
-    sampled = expansion(path, holding, function) if model.parsed and sample else None
+    sampled = expansion(path, holding, function, read.columns) if model.parsed and sample else None
     per_byte = sampled if sampled is not None else model.expansion
     if holding == "columnar":  # sampled per byte on disk: the file is compressed in columns
         loaded = math.ceil(per_byte * on_disk)
-    elif holding in ("pickle", "array", "bytes", "text"):
+    elif holding in ("array", "bytes", "text"):
         loaded = size
     else:
         loaded = math.ceil(per_byte * size)
@@ -312,6 +400,8 @@ def _file_input(path: str, function: str, holding: Holding, sample: bool) -> tup
     text = 0.0 if compression(path) else model.text
     memory = 0 if holding == "stream" else math.ceil(text * size + model.parsed * loaded)
     memory = max(memory, loaded)
+    if holding == "csv" and sample:
+        memory += _text_ops(path, function, size, text_ops)
     widen = _widening(_npy_dtype(path)) if holding == "array" else 1.0
     held = 0 if holding == "stream" else loaded
     return Input(
@@ -319,8 +409,15 @@ def _file_input(path: str, function: str, holding: Holding, sample: bool) -> tup
     ), libraries
 
 
-def _npy_dtype(path: str) -> Any:
-    """The dtype a ``.npy`` file's header records; None for any other file."""
+def _text_ops(path: str, function: str, size: int, ops: tuple[TextOp, ...]) -> int:
+    """What the ``.str`` methods the cell runs on a text table's columns make (lists of
+    words, frames of pieces): each measured on a parsed sample, scaled to the file."""
+    found = [text_op_bytes(path, function, op) for op in ops]
+    return math.ceil(max((f for f in found if f is not None), default=0.0) * size)
+
+
+def _npy_header(path: str) -> tuple[tuple[int, ...], Any] | None:
+    """The shape and dtype a ``.npy`` file's header records; None for any other file."""
     try:
         import numpy as np
 
@@ -328,9 +425,16 @@ def _npy_dtype(path: str) -> Any:
         with open(path, "rb") as f:
             major, _ = fmt.read_magic(f)
             read = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
-            return read(f)[2]
+            shape, _, dtype = read(f)
+            return tuple(shape), dtype
     except Exception:  # not a .npy file (np.fromfile's raw bytes), or no numpy here
         return None
+
+
+def _npy_dtype(path: str) -> Any:
+    """The dtype a ``.npy`` file's header records; None for any other file."""
+    header = _npy_header(path)
+    return header[1] if header is not None else None
 
 
 def _widening(dtype: Any) -> float:

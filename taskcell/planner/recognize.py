@@ -15,10 +15,11 @@ operation the planner does not know is ``"unknown"`` and sized by the default pr
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from taskcell.planner.shapes import Arr, ReadShape, Shaped, shaped_memory
 from taskcell.runner.analysis import dotted, file_read
 
 #: How a cell holds a file it reads:
@@ -32,8 +33,10 @@ from taskcell.runner.analysis import dotted, file_read
 #: a list of dicts (``list(csv.DictReader(f))``); ``text`` /
 #: ``bytes``: the whole file as one string or bytes object; ``array``: a numpy array
 #: (``np.load``, ``np.fromfile``); ``text-array``: an array parsed from text (``np.loadtxt``);
+#: ``xml``: an XML document's tree (``ElementTree.parse``, ``minidom.parse``);
 #: ``stream``: piece by piece; ``unknown``: none of these.
 Holding = Literal[
+    "xml",
     "csv",
     "json-frame",
     "json-lines-frame",
@@ -60,6 +63,7 @@ EXTRA_COPIES: dict[str, float] = {
     **dict.fromkeys(("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "fftn", "ifftn"), 8.0),
     **dict.fromkeys(("pivot", "pivot_table", "unstack", "stack", "melt", "explode"), 2.0),
     **dict.fromkeys(("crosstab", "get_dummies", "outer", "kron"), 2.0),
+    **dict.fromkeys(("svd", "qr", "eig", "eigh", "inv", "pinv", "cov", "corrcoef"), 2.0),
     **dict.fromkeys(("sort_values", "sort_index", "sort", "argsort", "sorted", "nlargest"), 1.0),
     **dict.fromkeys(("merge", "join", "concat", "concatenate", "hstack", "vstack"), 1.0),
     **dict.fromkeys(("copy", "astype", "to_numpy", "to_records", "to_dict", "tolist"), 1.0),
@@ -77,6 +81,10 @@ _OPENERS = ("open",)
 _JSON_MODULES = ("json", "ujson", "orjson", "simplejson", "yaml")
 _PICKLE_MODULES = ("pickle", "joblib", "torch", "dill", "cloudpickle")
 _NUMPY = ("np", "numpy")
+#: Modules whose ``parse``/``iterparse`` read an XML file by its path.
+_XML_MODULES = ("ET", "ElementTree", "etree", "cElementTree", "minidom", "pulldom", "lxml", "xml")
+#: ``.str`` methods whose result is Python objects per row (lists, frames of pieces).
+TEXT_OPS = ("split", "rsplit", "findall", "extractall", "partition", "rpartition", "get_dummies")
 _MATERIALIZE = ("list", "tuple", "sorted", "set")
 _ACCUMULATE = ("append", "extend", "insert")
 # How much each holding holds, for choosing one when a file is read several ways.
@@ -86,10 +94,26 @@ _RANK = {h: i for i, h in enumerate(("stream", "unknown", "bytes", "text", "arra
 @dataclass(frozen=True)
 class Read:
     """One reader the cell calls with a path: its name as the cell writes it (as
-    :class:`~taskcell.runner.analysis.FileRead` has it) and how the cell holds the file."""
+    :class:`~taskcell.runner.analysis.FileRead` has it), how the cell holds the file, the
+    path (a literal, or one a name in the cell is bound to) or else the notebook name holding
+    it, and the ``columns=`` it asks for (None: all)."""
 
     function: str
     holding: Holding
+    path: str | None = None
+    name: str | None = None
+    columns: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TextOp:
+    """A ``.str`` method the cell calls on a column (``df['text'].str.split()``): the column
+    (None where the code does not name one), the method and its literal arguments."""
+
+    column: str | None
+    method: str
+    args: tuple = ()
+    kwargs: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,17 +133,38 @@ class CellWork:
     reads: tuple[Read, ...] = ()
     extra: float = 0.0
     operations: tuple[str, ...] = field(default=())
+    shaped: Shaped = field(default_factory=Shaped)
+    text_ops: tuple[TextOp, ...] = ()
 
-    def holding(self, function: str) -> Holding:
-        """How the cell holds what ``function`` reads; ``unknown`` for another function."""
-        return next((r.holding for r in self.reads if r.function == function), "unknown")
+    def read(self, function: str, path: str | None = None, name: str | None = None) -> Read:
+        """The call of ``function`` on that path (or notebook name): each call is its own
+        read; where none matches, the calls of ``function`` together (the largest holding)."""
+        same = [r for r in self.reads if r.function == function]
+        exact = [r for r in same if (r.path, r.name) == (path, name)]
+        if exact:
+            return exact[0]
+        if not same:
+            return Read(function, "unknown", path, name)
+        largest = max((r.holding for r in same), key=lambda h: _RANK.get(h, len(_RANK)))
+        return Read(function, largest, path, name)
+
+    def holding(self, function: str, path: str | None = None, name: str | None = None) -> Holding:
+        """How the cell holds what that call reads; ``unknown`` for another function."""
+        return self.read(function, path, name).holding
 
 
-def recognize(source: str, values: Iterable[str] = ()) -> CellWork:
+def recognize(
+    source: str,
+    values: Iterable[str] = (),
+    file_shape: FileShape | None = None,
+    shapes: Mapping[str, Arr] | None = None,
+) -> CellWork:
     """How a cell (IPython's transforms applied) holds the files it reads, and what it runs.
 
     ``values`` names the notebook's arrays and frames the cell reads: arithmetic on them
-    holds temporaries too.
+    holds temporaries too. ``file_shape`` gives the shape of an array a reader call returns
+    (a ``.npy`` header) and ``shapes`` those of the notebook's arrays: operations sized by
+    their shapes (:mod:`.shapes`) are counted by their results, not by copy factors.
 
     Examples
     --------
@@ -136,16 +181,24 @@ def recognize(source: str, values: Iterable[str] = ()) -> CellWork:
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     walker = _Walker(tree, parents)
     walker.loaded.update(values)
-    reads: dict[str, Holding] = {}
+    literals = _literal_names(tree)
+    reads: dict[tuple[str, str | None, str | None], Read] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and file_read(node) and not walker.is_handle(node):
-            function = dotted(node.func)
-            holding = walker.holding(node)
-            known = reads.get(function)
-            reads[function] = holding if known is None else _larger(known, holding)
-    operations: dict[str, None] = {}
+        found = read_call(node) if isinstance(node, ast.Call) else None
+        if found is None or not isinstance(node, ast.Call) or walker.is_handle(node):
+            continue
+        function, (path, name) = found[0], _path_key(found[1], literals)
+        holding = walker.holding(node)
+        known = reads.get((function, path, name))
+        if known is not None:
+            holding = _larger(known.holding, holding)
+        reads[(function, path, name)] = Read(function, holding, path, name, _columns(node))
+    shaped = shaped_memory(tree, _shape_reader(file_shape, literals), shapes)
+    operations: dict[str, None] = dict.fromkeys(shaped.operations)
     extra = 0.0
     for node in ast.walk(tree):
+        if id(node) in shaped.nodes:
+            continue
         if isinstance(node, ast.Call):
             name = _last(node.func)
             if name in EXTRA_COPIES:
@@ -154,7 +207,101 @@ def recognize(source: str, values: Iterable[str] = ()) -> CellWork:
         elif isinstance(node, ast.BinOp) and walker.is_loaded(node):
             operations.setdefault("arithmetic")
             extra = max(extra, ARITHMETIC_COPIES)
-    return CellWork(tuple(Read(f, h) for f, h in reads.items()), extra, tuple(operations))
+    text = tuple(_text_ops(tree))
+    operations.update(dict.fromkeys(f"str.{op.method}" for op in text))
+    return CellWork(tuple(reads.values()), extra, tuple(operations), shaped, text)
+
+
+#: The array a read returns, where its file says (a ``.npy`` header): the read, and its call.
+FileShape = Callable[["Read", ast.Call], "Arr | None"]
+
+
+def _shape_reader(file_shape: FileShape | None, literals: Mapping[str, str]) -> ReadShape:
+    """The shape model's view of reader calls: the array each returns, by the file it names."""
+
+    def read_shape(call: ast.Call) -> Arr | None:
+        found = read_call(call)
+        if found is None or file_shape is None:
+            return None
+        path, name = _path_key(found[1], literals)
+        return file_shape(Read(found[0], "array", path, name), call)
+
+    return read_shape
+
+
+def read_call(node: ast.Call) -> tuple[str, ast.expr] | None:
+    """``(function, path expression)`` for a call that reads a file by a path it names: the
+    readers the cell analysis lists, and XML parsers (``ET.parse(path)``)."""
+    found = file_read(node)
+    if found is not None:
+        return found
+    func = node.func
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("parse", "iterparse")
+        and _module(func) in _XML_MODULES
+        and node.args
+    ):
+        return dotted(func), node.args[0]
+    return None
+
+
+def _literal_names(tree: ast.Module) -> dict[str, str]:
+    """Names the cell binds once to a string literal (``path = 'a.csv'``)."""
+    bound: dict[str, list[object]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    value = node.value.value if isinstance(node.value, ast.Constant) else None
+                    bound.setdefault(target.id, []).append(value)
+    return {n: v[0] for n, v in bound.items() if len(v) == 1 and isinstance(v[0], str)}
+
+
+def _path_key(path: ast.expr, literals: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The path a reader's argument names, as the cell analysis has it: a literal (or
+    ``Path(literal)``, or a name bound to one), else the notebook name that holds it."""
+    if isinstance(path, ast.Constant) and isinstance(path.value, str):
+        return path.value, None
+    if isinstance(path, ast.Call) and _last(path.func) in ("Path", "PurePath") and path.args:
+        return _path_key(path.args[0], literals)
+    if isinstance(path, ast.Name):
+        return (literals[path.id], None) if path.id in literals else (None, path.id)
+    return None, None
+
+
+def _columns(call: ast.Call) -> tuple[str, ...] | None:
+    """The literal ``columns=`` a reader is given (``read_parquet(p, columns=['a', 'b'])``)."""
+    node = _keyword(call, "columns")
+    if not isinstance(node, ast.List | ast.Tuple):
+        return None
+    names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return tuple(names) if len(names) == len(node.elts) else None
+
+
+def _text_ops(tree: ast.Module) -> Iterator[TextOp]:
+    """Each ``<column>.str.<method>(...)`` call with literal arguments."""
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in TEXT_OPS
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "str"
+        ):
+            continue
+        owner = node.func.value.value
+        column = None
+        if isinstance(owner, ast.Subscript) and isinstance(owner.slice, ast.Constant):
+            column = str(owner.slice.value)
+        elif isinstance(owner, ast.Attribute):
+            column = owner.attr
+        try:
+            args = tuple(ast.literal_eval(a) for a in node.args)
+            kwargs = tuple((k.arg or "", ast.literal_eval(k.value)) for k in node.keywords)
+        except ValueError:
+            continue
+        yield TextOp(column, node.func.attr, args, kwargs)
 
 
 def _last(node: ast.expr) -> str:
@@ -210,7 +357,7 @@ class _Walker:
     def is_handle(self, node: ast.Call) -> bool:
         """Whether a reader is given a file object (``json.load(f)``, ``json.load(open(p))``):
         the ``open`` is the read, and this call what the cell does with it."""
-        found = file_read(node)
+        found = read_call(node)
         path = found[1] if found else None
         if isinstance(path, ast.Call):
             return _last(path.func) in _OPENERS
@@ -240,6 +387,8 @@ class _Walker:
             return "columnar"
         if name == "read_pickle":
             return "pickle"
+        if name in ("parse", "iterparse") and module in _XML_MODULES:
+            return "xml"
         if name.startswith("read_"):
             return "frame"
         if name == "memmap":
@@ -319,6 +468,8 @@ class _Walker:
             return self.holding(call)
         if name in ("safe_load", "full_load") and module in _JSON_MODULES:
             return "json"
+        if name in ("parse", "iterparse") and module in _XML_MODULES:
+            return "xml"
         return "unknown"
 
     def _rows(self, reader: ast.Call, kept: Holding) -> Holding:

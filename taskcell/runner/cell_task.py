@@ -141,6 +141,7 @@ def submit_cell(
         same=inputs.same,
         clients=inputs.clients,
         uses_dask=dask_used,
+        memory_limit=request.memory.limit if request.memory is not None else None,
         state=process_state.capture(),
     )
     record = TaskRecord(key=key, cell=name, request=request, source=cell.body)

@@ -60,6 +60,8 @@ class CellJob:
     state: list = field(default_factory=list)
     #: The cell's execution count, its ``In[N]``.
     count: int = 0
+    #: The memory its process may hold: its request's limit (the request where none is given).
+    memory_limit: int | None = None
 
 
 class Shown:

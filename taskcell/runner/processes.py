@@ -10,6 +10,7 @@ is never handed out again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -79,6 +80,79 @@ class CellProcess:
         if self.alive():
             self.proc.kill()
         self.proc.wait()
+
+
+#: Seconds between two reads of a watched cell's memory.
+WATCH_INTERVAL = 0.02
+
+
+def _resident(pid: int) -> int:
+    """The private resident bytes of ``pid`` (``RssAnon``; 0 once it has gone): not the
+    ``memfd`` segments a result is copied into on its way back (:mod:`taskcell.runner.wire`),
+    which the cell's peak does not count either."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s children and theirs (from ``/proc/PID/task/*/children``)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+                found += kids
+                todo += kids
+    return found
+
+
+class MemoryWatch:
+    """Stops a cell that grows past its memory limit while it runs.
+
+    From the moment its code starts, the cell process and its children are read every
+    :data:`WATCH_INTERVAL` seconds; once what they hold has grown by more than ``limit`` over
+    what the process held then (more than the cell's own peak can be below the limit), the
+    process and its children are killed. The cell's recorded peak, checked against the limit
+    once it ends (:mod:`taskcell.runner.remote`), catches what grew and shrank between two
+    reads.
+    """
+
+    def __init__(self, process: CellProcess, limit: int) -> None:
+        self.process, self.limit = process, limit
+        #: The growth that made it stop the cell; 0 while it has not.
+        self.stopped_at = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="taskcell-memory-watch", daemon=True)
+        self._thread.start()
+
+    def _held(self) -> int:
+        pid = self.process.proc.pid
+        return _resident(pid) + sum(_resident(child) for child in _descendants(pid))
+
+    def _run(self) -> None:
+        start = self._held()
+        while not self._done.wait(WATCH_INTERVAL):
+            grown = self._held() - start
+            if grown > self.limit:
+                self.stopped_at = grown
+                for pid in [*_descendants(self.process.proc.pid), self.process.proc.pid]:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                return
+
+    def stop(self) -> int:
+        """Stop watching; the growth at which it killed the cell (0: it did not)."""
+        self._done.set()
+        self._thread.join()
+        return self.stopped_at
 
 
 #: How many interrupted keys a worker remembers, so a cell interrupted while queued never starts.

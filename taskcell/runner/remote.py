@@ -10,17 +10,27 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
 
+import dask.config
 from dask.sizeof import sizeof
 from distributed import get_worker, secede
 from distributed.utils import sync
 
 from taskcell.errors import CellError, CellInterrupted, ClusterError, InputError, worker_lost
+from taskcell.runner.crossing import Sealed
 from taskcell.runner.job import CellJob, CellResult
-from taskcell.runner.processes import CellProcess, CellProcesses, worker_devices
+from taskcell.runner.processes import CellProcess, CellProcesses, MemoryWatch, worker_devices
+from taskcell.runner.wire import into_segments
+from taskcell.spec import Resources
+from taskcell.spec.amounts import show_bytes
+
+#: Memory a rung must have over a peak to hold it: the planner's headroom
+#: (:data:`taskcell.planner.rightsize.HEADROOM`), so the rung named here is the one a retry asks.
+MARGIN = 1.25
 
 _processes: CellProcesses | None = None
 _lock = threading.Lock()
@@ -55,16 +65,24 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
     """Run ``job`` in a cell process of this worker (the task Dask executes)."""
     worker = get_worker()
     _count_start(worker, job)
+    for value in remote_inputs.values():
+        if isinstance(value, Sealed):  # the value Dask keeps, now in memory cells map
+            value.buffers = into_segments(value.buffers)
     if remote_inputs:
         job = dataclasses.replace(job, inputs=remote_inputs)
     report = functools.partial(_report, worker, job)
     report(kind="started", worker=worker.address)
+    limit = cell_limit(worker, job)
     with _pool().checkout(job.key, job.gpus) as process:
+        watch: list[MemoryWatch] = []
         try:
             process.send(job)
-            reply = _forward_until_reply(process, report)
+            reply = _forward_until_reply(process, report, limit, watch)
         except (EOFError, OSError):
             code = process.proc.wait()
+            stopped = watch[0].stop() if watch else 0
+            if stopped and limit:
+                raise _over_limit(report, stopped, limit, at_least=True) from None
             forced = _pool().forced(job.key)
             if forced:
                 raise CellInterrupted(
@@ -75,6 +93,9 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
             )
             died.exit_code = code  # -9: the kernel's OOM killer, as a rule (planner.escalation)
             raise died from None
+        finally:
+            for w in watch:
+                w.stop()
     if reply[0] != "done":
         failure = _failure(reply)
         if isinstance(failure, CellError):  # the sidebar shows a task's own traceback
@@ -83,6 +104,9 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
             report(kind="failed", error=str(failure))
         raise failure
     result: CellResult = reply[1]
+    peak = result.usage.peak_memory
+    if limit and peak is not None and peak > limit:
+        raise _over_limit(report, peak, limit, at_least=False)
     report(
         kind="finished",
         sizes={name: sizeof(v) for name, v in result.outputs.items()},
@@ -90,6 +114,54 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
         usage=dataclasses.asdict(result.usage),
     )
     return dataclasses.replace(result, worker=worker.address)
+
+
+def cell_limit(worker: Any, job: CellJob) -> int | None:
+    """The memory a cell may hold: its request's memory limit (Flyte's ``(request, limit)``;
+    the request where no limit is given), else the ``MEMORY`` its task was placed with,
+    unless ``taskcell.enforce-memory`` in Dask's config is False; None where it asked for
+    none."""
+    if not dask.config.get("taskcell.enforce-memory", True):
+        return None
+    if job.memory_limit is not None:
+        return job.memory_limit
+    task = worker.state.tasks.get(job.key)
+    restrictions = getattr(task, "resource_restrictions", None) or {}
+    found = [v for k, v in restrictions.items() if k.casefold() == "memory"]
+    return int(found[0]) if found else None
+
+
+def smallest_rung(peak: int) -> str:
+    """The smallest preset without accelerators whose memory holds ``peak`` with
+    :data:`MARGIN` to spare, as ``m2g (2 GiB)``; the request itself where none does."""
+    from taskcell import config
+
+    need = math.ceil(peak * MARGIN)
+    fits = [
+        (p.memory.request, float(p.cpu.request) if p.cpu else 0.0, name)
+        for name, p in config.presets().items()
+        if p.memory is not None and p.gpu is None and p.memory.request >= need
+    ]
+    if fits:
+        memory, _, name = min(fits)
+        return f"{name} ({show_bytes(memory)})"
+    return Resources(memory=need).to_options()
+
+
+def _over_limit(report: Callable[..., None], peak: int, limit: int, at_least: bool) -> CellError:
+    """The error of a cell stopped past its memory limit: one line, naming its peak, the
+    limit and the smallest rung that holds it; reported as the cell's failure."""
+    if at_least:  # stopped while it grew: it needs more than it reached, twice the limit
+        said = f"grew past {show_bytes(peak)}"
+        need, what = max(peak, 2 * limit), "twice that"
+    else:
+        said, need, what = f"peaked at {show_bytes(peak)}", peak, "that"
+    line = (
+        f"MemoryError: the cell {said}, over its {show_bytes(limit)} memory limit, and was "
+        f"stopped; {smallest_rung(need)} holds {what} with {MARGIN - 1:.0%} to spare"
+    )
+    report(kind="failed", error=line, traceback=line + "\n")
+    return CellError(line + "\n", "MemoryError")
 
 
 def _failure(reply: tuple) -> Exception:
@@ -122,7 +194,14 @@ def _report(worker: Any, job: CellJob, /, **event: Any) -> None:
     worker.log_event(job.topic, {"key": job.key, **event})
 
 
-def _forward_until_reply(process: CellProcess, report: Callable[..., None]) -> tuple:
+def _forward_until_reply(
+    process: CellProcess,
+    report: Callable[..., None],
+    limit: int | None = None,
+    watch: list[MemoryWatch] | None = None,
+) -> tuple:
+    """Forward what the cell process says until its reply; once the cell's code starts, watch
+    its memory against ``limit`` (the watch is appended to ``watch``)."""
     seceded = False
     while True:
         message = process.receive()
@@ -134,6 +213,8 @@ def _forward_until_reply(process: CellProcess, report: Callable[..., None]) -> t
             report(kind="clear", wait=message[1])
         elif message[0] == "started":
             process.cell_started()
+            if limit and watch is not None:
+                watch.append(MemoryWatch(process, limit))
         elif message[0] == "secede":
             if not seceded:  # the cell waits on the cluster: its thread serves others meanwhile
                 secede()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -441,3 +442,93 @@ def test_more_processes_than_cores_still_get_one_cpu():
 def test_advertised_resources_rejects_bad_nprocs(nprocs):
     with pytest.raises(ValueError, match=rf"nprocs= must be a positive integer .*got {nprocs!r}"):
         advertised_resources(facts_for(None), nprocs)
+
+
+# --- the effective memory limit: nested cgroups and --memory-limit -------------------------------
+
+
+def _cgroup_tree(tmp_path, version: int, limits: dict[str, str]) -> tuple[str, str]:
+    """A cgroup hierarchy under ``tmp_path`` with ``limits`` (relative dir -> limit file
+    text), and the /proc/self/cgroup and mountinfo files of a process in ``a/b``."""
+    mount = tmp_path / "cgroup"
+    name = "memory.max" if version == 2 else "memory.limit_in_bytes"
+    for relative, text in limits.items():
+        folder = mount / relative if relative else mount
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text + "\n")
+    cgroup = tmp_path / "cgroup.txt"
+    mountinfo = tmp_path / "mountinfo.txt"
+    if version == 2:
+        cgroup.write_text("0::/a/b\n")
+        mountinfo.write_text(f"30 23 0:26 / {mount} rw,nosuid - cgroup2 cgroup2 rw\n")
+    else:
+        cgroup.write_text("4:memory:/a/b\n1:cpu,cpuacct:/\n")
+        mountinfo.write_text(f"35 31 0:32 / {mount} rw,relatime - cgroup cgroup rw,memory\n")
+    return str(cgroup), str(mountinfo)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_nested_cgroup_limit_is_the_one_that_holds(tmp_path, version):
+    unlimited = "max" if version == 2 else "9223372036854771712"
+    files = _cgroup_tree(tmp_path, version, {"": unlimited, "a": str(4 << 30), "a/b": unlimited})
+    assert detect.cgroup_memory_limit(*files) == 4 << 30
+    files = _cgroup_tree(tmp_path, version, {"a/b": str(1 << 30)})
+    assert detect.cgroup_memory_limit(*files) == 1 << 30
+
+
+def test_no_cgroup_limit_is_none(tmp_path):
+    assert detect.cgroup_memory_limit(*_cgroup_tree(tmp_path, 2, {"": "max"})) is None
+    assert detect.cgroup_memory_limit(str(tmp_path / "absent"), str(tmp_path / "absent")) is None
+
+
+def _own_memory_cgroup() -> str | None:
+    """This process's v1 memory cgroup directory, where it can make one inside it."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            line = next(x for x in f if ":memory:" in x)
+    except (OSError, StopIteration):
+        return None
+    folder = "/sys/fs/cgroup/memory" + line.strip().split(":", 2)[2]
+    return folder if os.access(folder, os.W_OK) else None
+
+
+@pytest.mark.skipif(_own_memory_cgroup() is None, reason="no writable cgroup v1 memory hierarchy")
+def test_a_process_in_a_real_nested_cgroup_advertises_its_limit(tmp_path):
+    folder = os.path.join(_own_memory_cgroup(), f"taskcell-test-{os.getpid()}")
+    os.mkdir(folder)
+    try:
+        with open(os.path.join(folder, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(1 << 30))
+        code = (
+            f"open({folder + '/cgroup.procs'!r}, 'w').write(str(__import__('os').getpid()))\n"
+            "from taskcell.cluster import detect\n"
+            "print(detect.detect_machine().memory_bytes)"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert int(done.stdout) == 1 << 30
+    finally:
+        os.rmdir(folder)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--memory-limit", "1GiB"], 1 << 30),
+        (["--nthreads", "2", "--memory-limit=4e9"], 4_000_000_000),
+        (["--memory-limit", "0.5"], 8 << 30),
+        (["--memory-limit", "auto"], None),
+        (["--memory-limit", "0"], None),
+        ([], None),
+    ],
+)
+def test_the_workers_memory_limit_option_caps_what_it_advertises(args, expected):
+    assert detect.memory_limit_option(args, 16 << 30) == expected
+    share = detect.WorkerShare({"CPU": 4.0, "MEMORY": float(16 << 30)}, None)
+    (capped,) = detect.cap_memory([share], expected)
+    assert capped.resources["MEMORY"] == float(expected or 16 << 30)
+
+
+def test_a_memory_limit_dask_would_refuse_is_refused():
+    with pytest.raises(ValueError, match="--memory-limit"):
+        detect.memory_limit_option(["--memory-limit", "lots"], 1 << 30)

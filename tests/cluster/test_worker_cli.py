@@ -485,3 +485,19 @@ def test_real_worker_advertises_and_pins_a_t4(tmp_path):
         if launcher is not None:
             stop(launcher)
         stop(scheduler)
+
+
+def test_a_memory_limit_given_to_dask_worker_is_what_it_advertises(fake_gpus, capsys):
+    """``-- --memory-limit 1GiB``: the worker may hold 1 GiB, so it advertises no more MEMORY,
+    and the scheduler never places a larger request there."""
+    ((_, argv),) = dry_run(capsys, SCHEDULER, "--", "--memory-limit", "1GiB")
+    assert resources(argv)["MEMORY"] == 2**30
+    assert argv[-2:] == ["--memory-limit", "1GiB"]
+
+
+def test_a_memory_limit_dask_would_refuse_is_named_before_anything_starts(
+    fake_gpus, monkeypatch, capsys
+):
+    monkeypatch.setattr(worker_cli, "run_workers", lambda *a, **k: 0)
+    assert main([SCHEDULER, "--", "--memory-limit", "lots"]) == 2
+    assert "lots" in capsys.readouterr().err

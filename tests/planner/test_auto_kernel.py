@@ -61,3 +61,19 @@ def test_auto_sizes_a_new_cell_by_the_file_it_opens_then_learns_from_its_runs(no
     smaller, why, smaller_peak = auto(notebook, "small")  # an eighth of the last one
     assert RUNGS[smaller] >= smaller_peak
     assert RUNGS[smaller] < RUNGS[larger]
+
+
+def test_a_run_with_an_explicit_request_teaches_auto(notebook):
+    """A cell run first with its own request (``%%task m2Gi``), then switched to ``auto``,
+    scales from that run: its input was noted whatever it asked for."""
+    explicit = "%%task m2Gi --name taught\ntext = open(path).read()"
+    out = notebook.run("path = folder + '/small.txt'")
+    assert out.status == "ok", out.error_text
+    out = notebook.run(explicit)
+    assert out.status == "ok", out.error_text
+    notebook.run("path = folder + '/large.txt'")
+    out = notebook.run(explicit.replace("m2Gi", "auto"))
+    assert out.status == "ok", out.error_text
+    chosen = re.search(r"--preset auto chose (\S+): (.*)", out.stdout)
+    assert chosen, out.stdout
+    assert "1 past run of this cell" in chosen[2] and "32 MiB of input now" in chosen[2]

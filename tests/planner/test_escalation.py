@@ -71,7 +71,23 @@ def test_an_allocation_that_says_its_size_jumps_to_the_rung_that_holds_it():
     )
     # 1 GiB held plus 3.73 GiB wanted, with a quarter to spare: 5.9 GiB, the 8 GiB rung.
     assert step.preset == "m8Gi"
-    assert "it needs at least 4.73 GiB; m8Gi's 8 GiB holds that" in step.message
+    # The message states the margin, so the rung it names is the one it asks for.
+    assert "it needs at least 4.73 GiB (the 1 GiB it had and the 3.73 GiB" in step.message
+    assert "with 25% to spare that is 5.91 GiB: m8Gi's 8 GiB" in step.message
+
+
+def test_what_the_worker_had_counts_when_it_had_less_than_asked():
+    failure = memory_failure("_ArrayMemoryError", "Unable to allocate 1.50 GiB for an array")
+    step = escalate(Resources(memory="4Gi"), failure, held=GiB, presets=LADDER)
+    # It ran with 1 GiB (its worker's limit), not the 4 GiB asked: 2.5 GiB needs the 4 GiB
+    # rung again, not 8 GiB.
+    assert step.preset == "m4Gi" and "with 1 GiB" in step.message
+
+
+def test_a_peak_the_runner_measured_sets_the_rung():
+    text = "MemoryError: the cell peaked at 1.54 GiB, over its 512 MiB memory limit"
+    step = escalate(Resources(memory="512Mi"), memory_failure("MemoryError", text), presets=LADDER)
+    assert step.preset == "m2Gi" and "1.54 GiB (its measured peak)" in step.message
 
 
 def test_past_the_top_rung_the_memory_doubles():
