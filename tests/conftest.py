@@ -126,15 +126,23 @@ def dask_processes() -> Iterator[DaskProcesses]:
 class KernelSession:
     """A real IPython kernel (jupyter_client), fed code as a notebook would feed it."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, env: Mapping[str, str] | None = None, connection_file: str | None = None
+    ) -> None:
+        """A kernel with ``env`` added to this process's environment; ``connection_file``
+        names its connection file (Jupyter's server names it ``kernel-<id>.json``)."""
         from jupyter_client.manager import KernelManager
 
         extra = {"env": {**os.environ, **env}} if env else {}
+        named = {"connection_file": connection_file} if connection_file else {}
         # IPC: the kernel's sockets are files of its own, so no other process can take a port
         # chosen for it before it binds it (ZMQError: Address already in use).
         self._sockets = tempfile.mkdtemp(prefix="taskcell-kernel-")
         self.manager = KernelManager(
-            kernel_name="python3", transport="ipc", ip=os.path.join(self._sockets, "kernel")
+            kernel_name="python3",
+            transport="ipc",
+            ip=os.path.join(self._sockets, "kernel"),
+            **named,
         )
         self.manager.start_kernel(**extra)
         self.client = self.manager.client()

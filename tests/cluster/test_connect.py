@@ -3,7 +3,6 @@ embedded cluster started in the background finishes its start after the choice (
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,7 @@ class NamedKernel(KernelSession):
     ``kernel-<id>.json``, so it records its cluster under that id (``kernel-race``)."""
 
     def __init__(self, folder: Path, env: dict[str, str]) -> None:
-        from jupyter_client.manager import KernelManager
-
-        self.manager = KernelManager(
-            kernel_name="python3", connection_file=str(folder / "kernel-race.json")
-        )
-        self.manager.start_kernel(env={**os.environ, **env})
-        self.client = self.manager.client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=60)
-        self.log = []
+        super().__init__(env, connection_file=str(folder / "kernel-race.json"))
 
 
 #: The embedded cluster's start, held by a gate once its scheduler listens, as a start that
