@@ -32,27 +32,48 @@ def merge_ended(kept: dict[str, EndedTask], recent: list[EndedTask]) -> None:
         kept.update((t["key"], t) for t in latest)
 
 
-def dashboard_target(link: str | None) -> tuple[str, int] | None:
-    """The host and port of a dashboard link (``http://host:port/status``); None for no link,
-    or one that names no host and port (a ``distributed.dashboard.link`` template that already
-    goes through a proxy)."""
+def dashboard_target(link: str | None, scheduler: str) -> tuple[str, int] | None:
+    """The host and port of a dashboard link (``http://host:port/status``) on the machine of
+    the ``scheduler`` that announced it; None for no link, one that names no host and port (a
+    ``distributed.dashboard.link`` template that already goes through a proxy), or one on
+    another machine: the server relays to a cluster's own dashboard, never to an address a
+    scheduler names elsewhere."""
     if not link:
         return None
     try:
         parts = urlsplit(link)
         port = parts.port
+        home = urlsplit(scheduler if "://" in scheduler else f"tcp://{scheduler}").hostname
     except ValueError:
         return None
     if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
         return None
+    if not _same_machine(parts.hostname, home or ""):
+        return None
     return parts.hostname, port
 
 
-def proxied_dashboard(link: str | None, cluster_id: str) -> str | None:
+def _same_machine(host: str, scheduler_host: str) -> bool:
+    """Whether ``host`` names the scheduler's machine: the same name, or both loopback."""
+    return host == scheduler_host or (_loopback(host) and _loopback(scheduler_host))
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def proxied_dashboard(link: str | None, scheduler: str, cluster_id: str) -> str | None:
     """The dashboard's page through this server, relative to its base URL
     (``taskcell/dashboard/<id>/status``); a link it cannot proxy as it is, and None without
     one."""
-    if dashboard_target(link) is None:
+    if dashboard_target(link, scheduler) is None:
         return link
     assert link is not None
     path = urlsplit(link).path.lstrip("/") or "status"

@@ -135,7 +135,7 @@ class ClusterWatch:
         """The latest snapshot, its view, and how the link stands."""
         self.last_used = time.monotonic()
         self._refresh()
-        dashboard = views.proxied_dashboard(self.dashboard, self.id)
+        dashboard = views.proxied_dashboard(self.dashboard, self.address, self.id)
         version, view = self._view
         if version != self._version:
             view = None

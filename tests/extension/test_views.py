@@ -39,17 +39,38 @@ def test_the_tasks_seen_to_end_are_kept_beyond_one_snapshot_the_latest_first_out
 
 
 @pytest.mark.parametrize(
-    ("link", "target", "proxied"),
+    ("link", "scheduler", "target", "proxied"),
     [
-        ("http://127.0.0.1:8787/status", ("127.0.0.1", 8787), "taskcell/dashboard/abc/status"),
-        ("http://gpu-node:40001/", ("gpu-node", 40001), "taskcell/dashboard/abc/status"),
+        (
+            "http://127.0.0.1:8787/status",
+            "tcp://127.0.0.1:8786",
+            ("127.0.0.1", 8787),
+            "taskcell/dashboard/abc/status",
+        ),
+        (
+            "http://localhost:8787/status",
+            "tls://127.0.0.1:8786",
+            ("localhost", 8787),
+            "taskcell/dashboard/abc/status",
+        ),
+        (
+            "http://gpu-node:40001/",
+            "tcp://gpu-node:8786",
+            ("gpu-node", 40001),
+            "taskcell/dashboard/abc/status",
+        ),
+        # A scheduler naming another machine's port: shown as it is, never relayed.
+        ("http://10.0.0.9:22/", "tcp://gpu-node:8786", None, "http://10.0.0.9:22/"),
+        ("http://127.0.0.1:8787/", "tcp://gpu-node:8786", None, "http://127.0.0.1:8787/"),
         # Dask's distributed.dashboard.link may already go through a proxy: left as it is.
-        ("/user/me/proxy/8787/status", None, "/user/me/proxy/8787/status"),
-        ("http://host/status", None, "http://host/status"),
-        ("http://host:99999/status", None, "http://host:99999/status"),
-        (None, None, None),
+        ("/user/me/proxy/8787/status", "tcp://h:1", None, "/user/me/proxy/8787/status"),
+        ("http://host/status", "tcp://host:1", None, "http://host/status"),
+        ("http://host:99999/status", "tcp://host:1", None, "http://host:99999/status"),
+        (None, "tcp://host:1", None, None),
     ],
 )
-def test_the_dashboard_is_relayed_when_its_host_and_port_are_known(link, target, proxied):
-    assert dashboard_target(link) == target
-    assert proxied_dashboard(link, "abc") == proxied
+def test_the_dashboard_is_relayed_when_it_is_on_the_schedulers_machine(
+    link, scheduler, target, proxied
+):
+    assert dashboard_target(link, scheduler) == target
+    assert proxied_dashboard(link, scheduler, "abc") == proxied
