@@ -161,7 +161,7 @@ def _pickled(value: Any) -> str:
     from taskcell.runner.crossing import seal
     from taskcell.runner.wire import SHARE_MIN
 
-    sealed = seal({"x": value}, {}).sealed
+    sealed = seal({"x": value}, {})
     small = sum(memoryview(b).nbytes < SHARE_MIN for b in sealed.buffers)
     text = f"{sealed.nbytes / MB:.1f} MB pickled ({len(sealed.payload) / MB:.1f} MB in band"
     if small:

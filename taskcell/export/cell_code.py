@@ -8,7 +8,7 @@ notebook's ``Out[]``: the module shows it where the cell runs, as IPython writes
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 def whole_lines(tree: ast.Module) -> list[bool]:
@@ -41,6 +41,49 @@ def apply_edits(code: str, edits: Iterable[Edit]) -> str:
     for first, last, replacement in sorted(edits, key=lambda e: e[0], reverse=True):
         lines[first - 1 : last] = replacement
     return "\n".join(lines) + "\n"
+
+
+def function_scope_edits(code: str, tree: ast.Module) -> list[Edit]:
+    """What a cell's top level means, as a module function says it:
+
+    - each star import as ``exec("from m import *", globals())``, where the cell has it: it
+      binds what ``from m import *`` binds, in the module's globals, at that point (Python
+      allows no star import in a function);
+    - a ``global`` statement at the top level, which does nothing in a notebook, as ``pass``
+      (in a function it would mean something, or not compile).
+    """
+    replaced: list[tuple[ast.stmt, str]] = [
+        (node, f"exec({ast.unparse(node)!r}, globals())")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module != "__future__"
+        and any(alias.name == "*" for alias in node.names)
+    ]
+    replaced += [
+        (node, f"pass  # {ast.unparse(node)}") for node in tree.body if isinstance(node, ast.Global)
+    ]
+    return _spliced(code, replaced)
+
+
+def _spliced(code: str, replaced: Sequence[tuple[ast.stmt, str]]) -> list[Edit]:
+    """Edits putting each replacement text in the place of its statement, the rest of its
+    lines kept (statements sharing lines make one edit)."""
+    lines = code.splitlines()
+    edits: list[Edit] = []
+    for node, text in sorted(replaced, key=lambda r: (r[0].lineno, r[0].col_offset), reverse=True):
+        first, last = node.lineno, node.end_lineno or node.lineno
+        if edits and edits[-1][0] <= last:  # shares a line with the edit after it
+            after_first, after_last, after = edits.pop()
+            segment = lines[first - 1 : after_first - 1] + after
+            last = max(last, after_last)
+        else:
+            segment = lines[first - 1 : last]
+        rows = _chars("\n".join(segment))
+        stop = sum(len(_chars(row)) + 1 for row in segment[: (node.end_lineno or first) - first])
+        stop += node.end_col_offset or 0
+        joined = rows[: node.col_offset].decode() + text + rows[stop:].decode()
+        edits.append((first, last, joined.splitlines()))
+    return edits
 
 
 def last_value_edit(code: str, tree: ast.Module, silenced: bool, show: str) -> Edit | None:

@@ -58,6 +58,16 @@ class Namer:
         self.taken.add(f"{second}_{i}")
         return f"{second}_{i}"
 
+    def private(self, preferred: str) -> str:
+        """``_preferred`` (else with ``_2``, ``_3``...): a name for the module's own machinery,
+        which no star import binds and so no notebook code can rebind."""
+        name = chosen = "_" + re.sub(r"\W+", "_", preferred).strip("_")
+        i = 2
+        while chosen in self.taken:
+            chosen, i = f"{name}_{i}", i + 1
+        self.taken.add(chosen)
+        return chosen
+
 
 class CellsCode(str):
     """A part holding the notebook's own code (a task, the driver), parsed when its cells were

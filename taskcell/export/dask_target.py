@@ -20,7 +20,14 @@ from __future__ import annotations
 
 from taskcell.export.codegen import CellsCode, docstring, indent, module_source
 from taskcell.export.flow import DriverStep, TaskStep, Workflow
-from taskcell.export.render import ImportBlock, driver_body, function, helpers
+from taskcell.export.render import (
+    ImportBlock,
+    driver_body,
+    driver_globals,
+    function,
+    global_lines,
+    helpers,
+)
 from taskcell.spec import Resources
 
 __all__ = ["render_dask"]
@@ -39,9 +46,9 @@ def _request_code(step: TaskStep, imports: ImportBlock, relative: bool) -> str |
     if not request.dynamic:
         if resources.is_empty():
             return None
-        return f"{imports.name('taskcell', 'Resources', 'taskcell')}({fixed})"
-    template = imports.name("taskcell.spec", "ResourceTemplate", "taskcell")
-    expression = imports.name("taskcell.spec", "Expression", "taskcell")
+        return f"{imports.name('taskcell', 'Resources')}({fixed})"
+    template = imports.name("taskcell.spec", "ResourceTemplate")
+    expression = imports.name("taskcell.spec", "Expression")
     # The magic's own evaluator, not a lambda spliced from the text: the same value, the same
     # errors, and a trailing comment in the text cannot swallow the code after it.
     dynamic = [f"{name}={expression}({text.strip()!r})" for name, text in request.dynamic.items()]
@@ -57,11 +64,11 @@ def _decorator(step: TaskStep, imports: ImportBlock, environments: dict) -> str:
         args = ([f"resources={resources}"] if resources else []) + options
         return f"@{env}.task" + (f"({', '.join(args)})" if args else "")
     if request.pure_preset and request.builtin_preset and request.preset:
-        decorator = imports.name("taskcell", request.preset, "taskcell")
+        decorator = imports.name("taskcell", request.preset)
         return f"@{decorator}" + (f"({', '.join(options)})" if options else "")
     resources = _request_code(step, imports, relative=False)
     args = ([f"resources={resources}"] if resources else []) + options
-    decorator = imports.name("taskcell", "task", "taskcell")
+    decorator = imports.name("taskcell", "task")
     line = f"@{decorator}" + (f"({', '.join(args)})" if args else "")
     if request.pure_preset and request.preset:
         line += f"  # the {request.preset!r} preset"
@@ -73,9 +80,9 @@ def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
     namer = workflow.namer(t.function for t in workflow.tasks)
     imports = ImportBlock(workflow, namer)
     argparse = imports.module("argparse")
-    results = imports.name("taskcell.export.runtime", "results", "taskcell")
-    run = imports.name("taskcell.export.runtime", "run", "taskcell")
-    submit = imports.name("taskcell.export.runtime", "submit", "taskcell") if workflow.tasks else ""
+    results = imports.name("taskcell.export.runtime", "results")
+    run = imports.name("taskcell.export.runtime", "run")
+    submit = imports.name("taskcell.export.runtime", "submit") if workflow.tasks else ""
     main = namer.fresh("main", "workflow")
     if workflow.ipython:
         workflow.helpers("ipython")
@@ -86,10 +93,9 @@ def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
     for env in workflow.environments:
         variable = namer.fresh(env.name if env.name.endswith("env") else f"{env.name}_env")
         environments[env] = variable
-        cls = imports.name("taskcell", "TaskEnvironment", "taskcell")
-        fields = repr(env.resources)
+        cls = imports.name("taskcell", "TaskEnvironment")
+        fields = f"{imports.name('taskcell', 'Resources')}({_fields(env.resources)})"
         env_lines.append(f"{variable} = {cls}({env.name!r}, resources={fields})")
-        imports.name("taskcell", "Resources", "taskcell")
 
     functions = [_task(step, imports, environments) for step in workflow.tasks]
 
@@ -123,8 +129,9 @@ def render_dask(workflow: Workflow) -> tuple[str, list[str]]:
         waiting.append((step, variable))
         return [f"{variable} = {submit}({', '.join([step.function, *args])})"]
 
-    body = driver_body(workflow, call, before)
-    body += ["\n".join([*wait(), f"return {results}(locals())"])]
+    names = driver_globals(workflow)
+    body = ["\n".join(global_lines(names)), *driver_body(workflow, call, before)]
+    body += ["\n".join([*wait(), f"return {results}(globals(), {tuple(names)!r})"])]
     main_doc = '"""Run the workflow; return the final value of every name the notebook binds."""'
     main_source = CellsCode(f"def {main}():\n    {main_doc}\n" + "\n\n".join(map(indent, body)))
     cli = (

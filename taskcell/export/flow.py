@@ -18,9 +18,16 @@ once (:mod:`.hoisting` for imports, :mod:`.cell_code` for edits, :mod:`.checks` 
 cannot do):
 
 - **Imports.** Imports at the top of the notebook (before any other code, each name always bound
-  by the same import) move to the top of the module; star imports and ``from __future__``
-  imports always do. A later import stays where it is. A task that reads a module bound by an
-  import starts with that import rather than taking the module as an argument.
+  by the same import) move to the top of the module; ``from __future__`` imports always do. A
+  later import stays where it is, and so does every star import, run where its cell ran it
+  (``exec("from m import *", globals())``: Python allows no star import in a function). A task
+  that reads a module bound by an import starts with that import rather than taking the module
+  as an argument.
+- **Scoping.** The driver's names are the module's globals (its function declares them
+  ``global``), as a notebook's are: a cell that reads ``sum`` before a later one binds it reads
+  the builtin. A ``global`` statement at a cell's top level, which does nothing there, is left
+  as ``pass``. The module's own machinery has private names (``_show``, ``_flyte``), which no
+  star import or notebook name rebinds.
 - **Process-wide state.** Where the notebook imports numpy, pandas, matplotlib, scikit-learn or
   ``random``, the state its cells share (seeded generators, options, style) travels to each task
   and, from a task that reads one of those modules, back (:attr:`TaskStep.changes_state`).
@@ -36,6 +43,7 @@ cannot do):
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -44,13 +52,19 @@ from typing import Literal
 from taskcell import config
 from taskcell.errors import SpecError
 from taskcell.export import checks
-from taskcell.export.cell_code import Edit, apply_edits, last_value_edit
+from taskcell.export.cell_code import (
+    Edit,
+    apply_edits,
+    function_scope_edits,
+    last_value_edit,
+)
 from taskcell.export.codegen import Namer
-from taskcell.export.hoisting import CellImports, Hoisting, special_imports, statement_hoisted
+from taskcell.export.hoisting import CellImports, Hoisting, future_imports, statement_hoisted
 from taskcell.export.latch_types import ANY, FRAME_MAKERS, IMMUTABLE, Type, cell_types
 from taskcell.export.magics import Helpers
 from taskcell.export.notebook import Cell, EnvironmentDef, ExportError, Notebook, problems_error
 from taskcell.export.requests import TaskRequest, dynamic_fields, expression, resolve_request
+from taskcell.runner.analysis import CellAnalysis
 from taskcell.spec import Environment, Resources
 
 __all__ = [
@@ -98,6 +112,31 @@ class DriverStep:
     code: str
     imports: tuple[str, ...] = ()
     changes_state: bool = False
+
+
+class NameUses:
+    """Where each name is read and where it is bound, in order: whether the value a step binds
+    is read later. A later cell that binds a name before reading it reads its own value, so it
+    reads no earlier one (what it reads before binding is
+    :attr:`~taskcell.runner.analysis.CellAnalysis.inputs`)."""
+
+    def __init__(self) -> None:
+        self.uses: dict[str, list[tuple[int, bool]]] = {}  # name -> (position, reads it)
+
+    def add(self, position: int, reads: Iterable[str], analysis: CellAnalysis) -> None:
+        """The names a step reads first, and those its cell binds on every path."""
+        read = set(reads)
+        certain = set(analysis.outputs) - set(analysis.maybe_unbound) - read
+        for name in read:
+            self.uses.setdefault(name, []).append((position, True))
+        for name in certain:
+            self.uses.setdefault(name, []).append((position, False))
+
+    def read_after(self, position: int, name: str) -> bool:
+        """Whether a step after ``position`` reads the value ``name`` has there."""
+        uses = self.uses.get(name, [])
+        i = bisect.bisect_right(uses, (position, True))
+        return i < len(uses) and uses[i][1]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,7 +323,7 @@ class _Planner:
         hoisting = Hoisting()
         self.imports: dict[int, CellImports] = {}
         self.names: set[str] = set()
-        self.last_read: dict[str, int] = {}  # name -> the last cell that reads it
+        self.uses = NameUses()
         self.expression_names: dict[int, tuple[str, ...]] = {}
         self.task_reads: set[str] = set()  # names a task cell reads
         self.task_changes: set[str] = set()  # names a task cell may change in place
@@ -301,7 +340,7 @@ class _Planner:
                 self.task_changes.update(cell.analysis.mutated)
             for _, changed in cell.analysis.function_mutated:  # a task may call the function
                 self.task_changes.update(changed)
-            self.last_read.update(dict.fromkeys(reads, cell.number))
+            self.uses.add(cell.number, reads, cell.analysis)
             self.names |= reads | set(cell.analysis.outputs)
             used.update(cell.analysis.imports)
         self.hoisted, self.hoisted_statements = hoisting.finish()
@@ -392,7 +431,7 @@ class _Planner:
     # -- helpers --------------------------------------------------------------------------------
 
     def _read_later(self, cell: Cell, name: str) -> bool:
-        return self.last_read.get(name, 0) > cell.number
+        return self.uses.read_after(cell.number, name)
 
     def _reach(self, start: Iterable[str]) -> list[str]:
         """The names read directly, and through the notebook functions they name."""
@@ -489,7 +528,8 @@ class _Planner:
         found = self.imports[cell.number]
         removed = [s for s in found.statements if statement_hoisted(s, self.hoisted)]
         edits: list[Edit] = [(s.lineno, s.end_lineno or s.lineno, []) for s in removed]
-        edits += [(s.lineno, s.end_lineno or s.lineno, []) for s in special_imports(tree)]
+        edits += [(s.lineno, s.end_lineno or s.lineno, []) for s in future_imports(tree)]
+        edits += function_scope_edits(cell.code, tree)
         if setups and self.target != "dask":
             edits += self._without_cluster(cell, setups)
         shown = last_value_edit(

@@ -39,7 +39,14 @@ from taskcell.export.codegen import CellsCode, Namer, docstring, indent, module_
 from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
 from taskcell.export.latch_types import ANY, Type, has_path, is_known
 from taskcell.export.notebook import ExportError
-from taskcell.export.render import ImportBlock, driver_body, function, helpers
+from taskcell.export.render import (
+    ImportBlock,
+    driver_body,
+    driver_globals,
+    function,
+    global_lines,
+    helpers,
+)
 from taskcell.spec import GPU, TPU, Device, Resources, format_quantity
 
 __all__ = ["FLYTE_ACCELERATORS", "FLYTE_MIG", "flyte_resources", "render_flyte"]
@@ -215,7 +222,7 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
         f"        print({flyte}.run({writer.main}).url)\n"
     )
     start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
-    sources = helpers(workflow, imports, copy=True)
+    sources = helpers(workflow, imports, copy=True, target="flyte")
     parts = [docstring(workflow.docstring), imports.render(), *sources, *start, *workflow.stand_ins]
     parts += ["\n".join(env_lines), *functions, main_source, cli]
     return module_source(parts), notes
@@ -341,6 +348,7 @@ class _Writer:
             return [f"{bound} = await {asyncio}.gather({', '.join(calls)})", *after]
 
         body = driver_body(self.workflow, call)
+        body.insert(0, "\n".join(global_lines(driver_globals(self.workflow))))
         doc = '"""Run the notebook\'s workflow: its code cells here, its %%task cells as tasks."""'
         head = f"@{driver_env}.task\nasync def {self.main}() -> None:\n    {doc}\n"
         return CellsCode(head + "\n\n".join(map(indent, body)))
@@ -357,7 +365,7 @@ class _Writer:
                 names.append(name)
         if step.changes_state and self.state:
             names.append(self.state)
-            lines.append(f"{self.helper('set_process_state')}({self.state})")
+            lines.append(f"{self.helper('set_process_state')}({self.state}, returned=True)")
         return ", ".join(names), lines
 
     def _invocation(self, step: TaskStep) -> str:

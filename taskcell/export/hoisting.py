@@ -1,9 +1,10 @@
 """Which of a notebook's imports move to the top of the exported module, as a person writes them.
 
 Imports at the top of the notebook (before any other code, each name always bound by the same
-import) move to the top of the module; star imports and ``from __future__`` imports always do,
-since Python allows them nowhere else. A later import stays where it is. Only whole-line,
-top-level import statements count; what they bind follows the one cell analysis
+import) move to the top of the module; ``from __future__`` imports always do, since Python allows
+them nowhere else. A later import stays where it is, and so does a star import, wherever it is:
+what it binds depends on when it runs (:func:`~taskcell.export.cell_code.function_scope_edits`).
+Only whole-line, top-level import statements count; what they bind follows the one cell analysis
 (:func:`taskcell.runner.analysis.analyze_cell`).
 """
 
@@ -69,13 +70,12 @@ def cell_imports(cell: Cell, tree: ast.Module) -> CellImports:
     return found
 
 
-def special_imports(tree: ast.Module) -> list[ast.stmt]:
-    """Star and ``__future__`` imports: Python allows them only at a module's top."""
+def future_imports(tree: ast.Module) -> list[ast.stmt]:
+    """``from __future__`` imports: Python allows them only at a module's top."""
     return [
         stmt
         for stmt in tree.body
-        if isinstance(stmt, ast.ImportFrom)
-        and (stmt.module == "__future__" or any(a.name == "*" for a in stmt.names))
+        if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
     ]
 
 
@@ -110,7 +110,7 @@ class Hoisting:
             statements = tree.body
             special = [
                 ast.get_source_segment(cell.code, stmt) or ast.unparse(stmt)
-                for stmt in special_imports(tree)
+                for stmt in future_imports(tree)
             ]
         else:  # nothing to move: read without parsing
             found, special = CellImports(), []

@@ -40,7 +40,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from taskcell.export.codegen import comment
-from taskcell.export.flow import DriverStep, Namer, Step, TaskStep, TextStep, Workflow
+from taskcell.export.flow import (
+    DriverStep,
+    Namer,
+    NameUses,
+    Step,
+    TaskStep,
+    TextStep,
+    Workflow,
+)
 from taskcell.export.hoisting import alias_text
 from taskcell.export.latch_types import (
     ANY,
@@ -204,15 +212,16 @@ class _Planner:
         self.code_steps = [
             (i, s) for i, s in enumerate(steps) if isinstance(s, DriverStep | TaskStep)
         ]
-        self.last_read: dict[str, int] = {}  # name -> the last step that reads it
+        self.uses = NameUses()
         for i, step in self.code_steps:
             reads = step.params if isinstance(step, TaskStep) else step.cell.analysis.inputs
-            self.last_read.update(dict.fromkeys(reads, i))
+            self.uses.add(i, reads, step.cell.analysis)
         self.params: dict[str, Param] = {}
         self.literals: dict[int, list[ast.stmt]] = {}
         self.definitions: dict[int, list[ast.stmt]] = {}
         self.reads_of: dict[int, tuple[str, ...]] = {}  # id of a definition -> what it reads
         self.imports_of: dict[str, str] = {}  # name -> the first import that binds it
+        self.import_texts: dict[str, set[str]] = {}  # name -> every import that binds it
         # step -> the functions it defines that stay in its task, and the names each reads
         self.staying: dict[int, dict[str, tuple[str, ...]]] = {}
         self.module_code: list[str] = []
@@ -220,7 +229,7 @@ class _Planner:
 
     def _read_after(self, i: int, name: str) -> bool:
         """Whether a step after the ``i``-th reads ``name``."""
-        return self.last_read.get(name, -1) > i
+        return self.uses.read_after(i, name)
 
     # -- a pass over the whole notebook -------------------------------------------------------
 
@@ -229,13 +238,18 @@ class _Planner:
         name no other statement of the notebook binds."""
         counts: dict[str, int] = {}
         candidates: list[tuple[int, ast.stmt, bool]] = []  # step, statement, a definition?
+        hoisted = _imports(ast.parse("\n".join(self.workflow.imports)))
+        self.import_texts = {name: {text} for name, text in hoisted.items()}
         for i, step in self.code_steps:
             if isinstance(step, TaskStep):
                 counts.update({n: counts.get(n, 0) + 1 for n in step.cell.analysis.outputs})
+                for name, text in _imports(ast.parse(step.body)).items():
+                    self.import_texts.setdefault(name, set()).add(text)
                 continue
             tree = ast.parse(step.code)
             for name, text in _imports(tree).items():
                 self.imports_of.setdefault(name, text)
+                self.import_texts.setdefault(name, set()).add(text)
             seen: set[str] = set()
             statements = analyze_statements(step.code, tree=tree)
             for stmt, alone, analysis in zip(tree.body, _alone(tree), statements, strict=True):
@@ -280,12 +294,15 @@ class _Planner:
                 if all(self.counts.get(name) == 1 for name in names):
                     for name in names:
                         candidates[name] = (i, stmt, self.reads_of[id(stmt)])
+        # A name different imports bind means, in a function, what it is when called: one
+        # module-level import cannot stand for it.
+        several = {name for name, texts in self.import_texts.items() if len(texts) > 1}
         changed = True
         while changed:  # a definition reading one that stays in its cell stays too
             changed = False
             for name, (_, _, reads) in list(candidates.items()):
                 known = self.module_names | set(candidates) | set(imports) | set(self.params)
-                if not set(reads) <= known:
+                if not set(reads) <= known - several:
                     del candidates[name]
                     changed = True
         moved = {id(stmt) for _, stmt, _ in candidates.values()}

@@ -229,8 +229,8 @@ class _Writer:
 
     def path_class(self, kind: str) -> str:
         if kind == "file":
-            return self.imports.name("latch.types.file", "LatchFile", "latch")
-        return self.imports.name("latch.types.directory", "LatchDir", "latch")
+            return self.imports.name("latch.types.file", "LatchFile")
+        return self.imports.name("latch.types.directory", "LatchDir")
 
     def annotation(self, t: Type) -> str:
         """The annotation of a value of type ``t``, as Flyte reads it."""
@@ -333,7 +333,7 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
     made: dict[int, tuple[str, list[str], list[str]]] = {}  # fixed requests, shared by cells
     for task in plan.tasks:
         if task.step is None:
-            decorator = writer.imports.name("latch.resources.tasks", "small_task", "latch")
+            decorator = writer.imports.name("latch.resources.tasks", "small_task")
         else:
             request = task.step.request
             if id(request) in made:
@@ -345,12 +345,12 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
                     made[id(request)] = decorator, names, functions
             for name in names:
                 module = "latch" if name == "custom_task" else "latch.resources.tasks"
-                decorator = decorator.replace(name, writer.imports.name(module, name, "latch"), 1)
+                decorator = decorator.replace(name, writer.imports.name(module, name), 1)
             resource_functions += functions
         tasks.append(writer.task(task, decorator))
     workflow_source = _workflow(plan, writer, namer, workflow)
     start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
-    sources = helpers(workflow, writer.imports, copy=True)
+    sources = helpers(workflow, writer.imports, copy=True, target="latch")
     # The imports last: every other part may have asked for one.
     parts = [
         docstring(workflow.docstring),
@@ -366,7 +366,7 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
 def _workflow(plan: LatchPlan, writer: _Writer, namer: Namer, workflow: Workflow) -> list[str]:
     """The ``@workflow`` (with its Results type) and the lines that run it on this machine."""
     main = namer.fresh("main", "workflow")
-    decorator = writer.imports.name("latch", "workflow", "latch")
+    decorator = writer.imports.name("latch", "workflow")
     params = sorted(plan.params, key=lambda p: not has_path(p.type))
     signature = ", ".join(
         f"{p.name}: {writer.annotation(p.type)}" + ("" if has_path(p.type) else f" = {p.default}")

@@ -16,6 +16,11 @@ here. What a magic does in a notebook decides what it becomes:
   own magics: left as a comment.
 - **Installing packages** (``%pip``, ``%conda``, ``!pip install``): left as a comment, with a
   warning that the module's environment must have them.
+- **IPython's aliases**, as IPython runs them: a magic's alias as its magic (``%%file`` is
+  ``%%writefile``), a shell alias as its command (``%ls -l`` runs ``ls -F --color -l``), and a
+  one-line cell that is a magic's name without its ``%`` (``ls``, ``pwd``, ``cd /tmp``) as that
+  magic, where no earlier cell binds the name (IPython's automagic). Help lookups (``x?``,
+  ``%%task?``) are left as comments.
 - **Anything else** (``%run``, ``%store``, ``%%sql``, an extension's magic): refused, naming the
   cell and the magic.
 
@@ -25,9 +30,15 @@ The Python refers to helpers under names chosen not to clash with the notebook's
 
 from __future__ import annotations
 
+import ast
+import builtins
+import functools
+import inspect
 import re
 import shlex
-from collections.abc import Iterable
+import textwrap
+import types
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from taskcell.export.codegen import Namer, indent
@@ -36,6 +47,7 @@ __all__ = [
     "Helpers",
     "Refused",
     "Translation",
+    "automagic",
     "cell_magic",
     "line_magic",
     "shell_escape",
@@ -98,6 +110,8 @@ HELPER_SOURCES = {
     "display": "from IPython.display import display",
     **{cls: f"from IPython.display import {cls}" for cls in set(DISPLAYS.values())},
 }
+#: taskcell's line magics, which a notebook that loads taskcell has besides IPython's.
+TASKCELL_LINE = TASKCELL_OWN | {"task_env"}
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _MAGIC_NAME = re.compile(r"%%?\w+")
 
@@ -107,8 +121,8 @@ class Refused(Exception):
 
 
 class Helpers:
-    """The module names of the helpers translated code calls, chosen once per notebook so that
-    none is a name the notebook uses."""
+    """The module names of the helpers translated code calls, chosen once per notebook: private
+    (``_show``), so that no notebook name, star imports included, is one of them."""
 
     def __init__(self, sources: Iterable[str]) -> None:
         words = {
@@ -120,7 +134,7 @@ class Helpers:
     def __call__(self, role: str) -> str:
         """The name of the helper ``role`` (a key of :data:`HELPER_SOURCES`)."""
         if role not in self.names:
-            self.names[role] = self.namer.fresh(role, f"{role}_")
+            self.names[role] = self.namer.private(role)
         return self.names[role]
 
     @property
@@ -177,6 +191,92 @@ def _number(options: dict[str, str], letter: str, typed: str) -> str | None:
     return value
 
 
+@functools.cache
+def magic_aliases() -> dict[tuple[str, str], str]:
+    """IPython's aliases of its own magics, ``(kind, alias) -> magic`` (``("cell", "file") ->
+    "writefile"``), as its shell registers them: read from the shell's source, since building a
+    shell takes over this process's ``__main__`` and builtins."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(InteractiveShell.init_magics)))
+    found: dict[tuple[str, str], str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "register_alias":
+            words = [
+                a.value
+                for a in node.args
+                if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            ]
+            if len(words) == len(node.args) >= 2:
+                found[words[2] if len(words) > 2 else "line", words[0]] = words[1]
+    return found
+
+
+@functools.cache
+def shell_aliases() -> dict[str, str]:
+    """IPython's shell aliases, name -> command (``ls`` -> ``ls -F --color``): what its
+    ``alias_manager.aliases`` holds by default on this platform."""
+    from IPython.core.alias import default_aliases
+
+    return dict(default_aliases())
+
+
+@functools.cache
+def _line_magics() -> frozenset[str]:
+    """The line magics a notebook has without writing ``%``: IPython's own, their aliases, its
+    shell aliases and taskcell's."""
+    from IPython.core import magics as ipython_magics
+
+    own = {
+        name
+        for cls in map(functools.partial(getattr, ipython_magics), dir(ipython_magics))
+        if isinstance(cls, type) and "line" in getattr(cls, "magics", {})
+        for name in cls.magics["line"]  # type: ignore[attr-defined]
+    }
+    aliases = {alias for kind, alias in magic_aliases() if kind == "line"}
+    return frozenset(own | aliases | set(shell_aliases()) | TASKCELL_LINE)
+
+
+def automagic(body: str, bound: Collection[str]) -> str | None:
+    """``get_ipython().run_line_magic(...)`` for a cell IPython runs as a magic typed without
+    its ``%`` (``ls -l``, ``pwd``); None for any other.
+
+    IPython's automagic: only a one-line cell, whose first word is a line magic that no name
+    of the notebook (``bound``), builtin or keyword shadows, and that is not assigned to.
+    """
+    from IPython.core.prefilter import is_shadowed
+    from IPython.core.splitinput import LineInfo
+
+    if len(body.strip("\n").splitlines()) != 1:
+        return None
+    info = LineInfo(body.strip("\n"))
+    namespace = types.SimpleNamespace(
+        user_ns=bound, user_global_ns={}, ns_table={"builtin": vars(builtins)}
+    )
+    if (
+        info.esc
+        or info.ifun not in _line_magics()
+        or info.the_rest[:1] in ("=", ",")
+        or is_shadowed(info.ifun.split(".", 1)[0], namespace)
+    ):
+        return None
+    name, _, line = f"{info.ifun} {info.the_rest}".partition(" ")
+    return f"{info.pre}get_ipython().run_line_magic({name!r}, {line!r})\n"
+
+
+def shell_alias(name: str, line: str) -> str:
+    """The command IPython's shell alias ``name`` runs for ``%name line``, expanded by IPython's
+    own :class:`~IPython.core.alias.Alias`."""
+    from IPython.core.alias import Alias
+
+    commands: list[str] = []
+    recorder = types.SimpleNamespace(
+        magics_manager=types.SimpleNamespace(magics={"line": {}}), system=commands.append
+    )
+    Alias(recorder, name, shell_aliases()[name])(line)
+    return commands[0].strip()
+
+
 def line_magic(name: str, line: str, target: str | None, helpers: Helpers) -> Translation:
     """The Python for ``%name line`` (``target = %name line`` where ``target`` is given).
 
@@ -189,6 +289,16 @@ def line_magic(name: str, line: str, target: str | None, helpers: Helpers) -> Tr
     if target is not None:
         typed = f"{target} = {typed}"
     bind = f"{target} = " if target is not None else ""
+    name = magic_aliases().get(("line", name), name)
+    if name in shell_aliases():
+        if target is not None:
+            raise Refused(f"{typed!r} binds None, as IPython runs it; use {target} = !{name} ...")
+        try:
+            command = shell_alias(name, line)
+        except Exception as e:  # IPython's UsageError: too few arguments
+            raise Refused(f"{typed!r}: {e}") from None
+        code, roles = _call(helpers, "shell", repr(command))
+        return Translation(code, roles)
     if name in SET_UP:
         return _comment(typed)
     if name in INSTALLERS:
@@ -273,6 +383,7 @@ def cell_magic(name: str, line: str, body: str, helpers: Helpers) -> Translation
         For a cell magic a module cannot run.
     """
     typed = f"%%{name} {line}".rstrip()
+    name = magic_aliases().get(("cell", name), name)
     if name in ("time", "prun"):
         return Translation("{body}")
     if name == "timeit":

@@ -24,7 +24,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -199,17 +199,22 @@ def read_notebook(
     sources = [_source(number, raw) for number, raw in enumerate(raw_cells, 1)]
     helpers = Helpers(source for _, source in sources)
     environments: dict[str, Environment] = {}
+    bound: set[str] = set()  # what the cells before bind: a name shadows IPython's automagic
     cells = []
     for number, (kind, source) in enumerate(sources, 1):
-        cell = _Reader(number, source, presets, environments, helpers).read(kind)
+        cell = _Reader(number, source, presets, environments, helpers).read(kind, bound)
         for env in cell.environments:
             environments[env.name] = Environment(env.name, env.resources)
+        bound.update(cell.analysis.outputs)
         cells.append(cell)
     found = Notebook(tuple(cells), path, helpers)
     if strict and found.problems:
         raise problems_error(found.problems)
     return found
 
+
+#: ``%%task?``: help on a cell magic, which IPython reads as a line (``%pinfo %%task``).
+_HELP = re.compile(r"%%\w+\?")
 
 #: A ``%%task`` line as the magic reads it; notebooks repeat a few lines many times.
 _task_line = functools.lru_cache(maxsize=1024)(parse_task_line)
@@ -249,7 +254,8 @@ class _Reader:
         self.problems: list[str] = []
         self.roles: list[str] = []
 
-    def read(self, kind: str) -> Cell:
+    def read(self, kind: str, bound: Collection[str]) -> Cell:
+        """The cell; ``bound``: the notebook's names when it runs (IPython's automagic)."""
         if kind != "code":
             # Raw cells are not run by the kernel; they are kept as text like markdown.
             return Cell(number=self.number, kind="markdown", source=self.source)
@@ -257,7 +263,7 @@ class _Reader:
         while lines and not lines[0].strip():
             lines.pop(0)
         stack: list[tuple[str, str]] = []
-        while lines and lines[0].startswith("%%"):
+        while lines and lines[0].startswith("%%") and not _HELP.match(lines[0]):
             name, _, line = lines.pop(0)[2:].partition(" ")
             stack.append((name, line))
             if name != "task" and name not in magics.PYTHON_BODIES:
@@ -265,6 +271,8 @@ class _Reader:
         body = "\n".join(lines) + "\n"
         task = self._task_line([line for name, line in stack if name == "task"])
         wrappers = [(name, line) for name, line in stack if name != "task"]
+        if not wrappers or wrappers[-1][0] in magics.PYTHON_BODIES:  # a Python body
+            body = magics.automagic(body, bound) or body
         plain = self._plain(body) if not wrappers else None
         if plain is not None:  # plain Python: analysed once, read no further
             return self._cell(body, plain, task)

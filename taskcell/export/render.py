@@ -5,93 +5,85 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from taskcell.export import standalone
+from taskcell.export.carriers import carriers_source
 from taskcell.export.codegen import CellsCode, Namer, comment, indent, parses
 from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
 from taskcell.export.magics import HELPER_SOURCES
 
-__all__ = ["ImportBlock", "driver_body", "function", "helpers"]
+__all__ = ["ImportBlock", "driver_body", "driver_globals", "function", "global_lines", "helpers"]
 
 
 class ImportBlock:
     """The import lines a module needs, each name bound once and clashing with nothing.
 
-    The notebook's own top-level imports come first, in its order; then the names a target
-    asks for with :meth:`name`, grouped by module. A name the notebook already imports the same
-    way is reused; one that clashes is imported under a prefixed alias.
+    The notebook's own top-level imports come first, in its order; then the module's own
+    machinery (what a target asks for with :meth:`module` and :meth:`name`), always under
+    private names (``import flyte as _flyte``): a notebook's star import or assignment, run
+    where its cell ran, never rebinds what the module itself calls.
     """
 
     def __init__(self, workflow: Workflow, namer: Namer) -> None:
         self.notebook = list(workflow.imports)
         self.namer = namer
-        self.plain: dict[str, None] = {}  # "import argparse"
+        self.plain: dict[str, str] = {}  # module -> alias: "import argparse as _argparse"
         self.from_: dict[str, dict[str, str]] = {}  # module -> {name: alias}
 
     def module(self, name: str, alias: str | None = None) -> str:
-        """``import NAME`` (as ``alias`` when given); returns how to refer to it."""
-        line = f"import {name}"
-        if alias is not None and alias != name:
-            self.plain[f"{line} as {alias}"] = None
-            return alias
-        if line in self.notebook or line in self.plain:
-            return name
-        for imported in self.notebook:  # the notebook's own alias: "import pandas as pd"
-            if imported.startswith(f"{line} as "):
-                return imported.rpartition(" as ")[2]
-        if name in self.namer.taken:
-            alias = self.namer.fresh(f"{name}_", f"_{name}")
-            self.plain[f"import {name} as {alias}"] = None
-            return alias
-        self.namer.taken.add(name)
-        self.plain[line] = None
-        return name
+        """``import NAME as ALIAS`` (private unless ``alias`` is given); how to refer to it."""
+        if name not in self.plain:
+            self.plain[name] = alias or self.namer.private(name.rpartition(".")[2])
+        return self.plain[name]
 
-    def name(self, module: str, name: str, prefix: str, alias: str | None = None) -> str:
-        """``from MODULE import NAME`` (as ``alias`` when given); returns how to refer to it."""
+    def name(self, module: str, name: str, alias: str | None = None) -> str:
+        """``from MODULE import NAME as ALIAS`` (private unless ``alias`` is given); how to
+        refer to it."""
         names = self.from_.setdefault(module, {})
-        if name in names:
-            return names[name]
-        if alias is None and f"from {module} import {name}" in self.notebook:
-            names[name] = name
-            return name
-        if alias is None:
-            alias = name if name not in self.namer.taken else self.namer.fresh(f"{prefix}_{name}")
-        self.namer.taken.add(alias)
-        names[name] = alias
-        return alias
+        if name not in names:
+            names[name] = alias or self.namer.private(name)
+        return names[name]
 
     def render(self) -> str:
         lines = list(self.notebook)
         future = [line for line in lines if line.startswith("from __future__")]
         rest = [line for line in lines if line not in future]
-        ours = list(self.plain)
+        ours = [f"import {module} as {alias}" for module, alias in self.plain.items()]
         for module, names in self.from_.items():
-            imported = [
-                n if a == n else f"{n} as {a}"
-                for n, a in names.items()
-                if not (a == n and f"from {module} import {n}" in self.notebook)
-            ]
-            if imported:
-                ours.append(f"from {module} import {', '.join(imported)}")
+            ours.append(
+                f"from {module} import {', '.join(f'{n} as {a}' for n, a in names.items())}"
+            )
         blocks = [block for block in (future, ours, rest) if block]
         return "\n\n".join("\n".join(block) for block in blocks)
 
 
-def helpers(workflow: Workflow, imports: ImportBlock, copy: bool) -> list[str]:
+def helpers(workflow: Workflow, imports: ImportBlock, copy: bool, target: str = "") -> list[str]:
     """Bring in the helpers the module's code calls: imported (modules, IPython's classes, and
-    taskcell's standalone functions unless ``copy``), or their source copied (returned)."""
+    taskcell's standalone functions unless ``copy``), or their source copied (returned; the
+    process-wide state as :mod:`taskcell.runner.process_state` carries it, for ``target``)."""
     sources = []
+    state_roles = ("process_state", "set_process_state")
+    if copy and any(role in workflow.helpers.names for role in state_roles):
+        capture, apply = map(workflow.helpers, state_roles)
+        sources.append(carriers_source(capture, apply, _imported(workflow), target))
     for role, name in workflow.helpers.names.items():
         origin = HELPER_SOURCES.get(role, "standalone")
+        if copy and role in state_roles:
+            continue
         if origin == "standalone" and copy:
             sources.append(standalone.source(getattr(standalone, role), name))
         elif origin == "standalone":
-            imports.name("taskcell.export.standalone", role, "taskcell", alias=name)
+            imports.name("taskcell.export.standalone", role, alias=name)
         elif origin.startswith("import "):
             imports.module(origin.removeprefix("import "), alias=name)
         else:
             module, _, imported = origin.removeprefix("from ").partition(" import ")
-            imports.name(module, imported, "ipython", alias=name)
+            imports.name(module, imported, alias=name)
     return sources
+
+
+def _imported(workflow: Workflow) -> set[str]:
+    """The modules the notebook's cells import."""
+    cells = [step.cell for step in workflow.steps if isinstance(step, DriverStep | TaskStep)]
+    return {module for cell in cells for module in cell.analysis.imports}
 
 
 def function(
@@ -150,3 +142,22 @@ def driver_body(
     if text:
         blocks.append("\n".join(text))
     return blocks
+
+
+def driver_globals(workflow: Workflow) -> list[str]:
+    """The notebook's names the driver binds or deletes, in order, for the driver function's
+    ``global`` statements: they are module globals, as a notebook's names are, so a cell that
+    reads ``sum`` before a later cell binds it reads the builtin, and a cell's function reads
+    the names as they are when it is called."""
+    names: dict[str, None] = {}
+    for step in workflow.steps:
+        if isinstance(step, DriverStep):
+            names.update(dict.fromkeys([*step.cell.analysis.outputs, *step.cell.analysis.deleted]))
+        elif isinstance(step, TaskStep):
+            names.update(dict.fromkeys([*step.returns, *step.deletes]))
+    return list(names)
+
+
+def global_lines(names: list[str], per_line: int = 8) -> list[str]:
+    """``global`` statements declaring ``names``, a few to a line."""
+    return [f"global {', '.join(names[i : i + per_line])}" for i in range(0, len(names), per_line)]

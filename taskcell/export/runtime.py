@@ -26,18 +26,13 @@ import sys
 import threading
 import traceback
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import cloudpickle
 
-from taskcell.export.standalone import (
-    close_figures,
-    ipython,
-    process_state,
-    set_process_state,
-    update,
-)
+from taskcell.export.standalone import close_figures, ipython, update
+from taskcell.runner import process_state
 
 if TYPE_CHECKING:
     from distributed import Future
@@ -84,8 +79,7 @@ class Pending:
         if outcome.error is not None:
             sys.stderr.write(outcome.traceback)
             raise outcome.error
-        if outcome.state is not None:
-            set_process_state(outcome.state)
+        process_state.apply(outcome.changed)
         _set_environ(outcome.environ)
         values = outcome.values
         for i, old in enumerate(olds):
@@ -100,7 +94,10 @@ class _Outcome:
         self.values: list[Any] = []
         self.unchanged: set[int] = set()
         """Values that are arguments the task left as they were: the driver keeps its own."""
-        self.state: dict[str, Any] | None = None
+        self.state: process_state.State = []
+        """The process-wide state the cell ended with: the next task starts from it."""
+        self.changed: process_state.State = []
+        """What of it the driver takes, as from a ``%%task`` cell."""
         self.environ: dict[str, str | None] = {}
         self.stdout = self.stderr = self.traceback = ""
         self.error: BaseException | None = None
@@ -126,7 +123,7 @@ def submit(task: Task, *args: Any, returns: int = 1, changes_state: bool = False
 
     client = current_client()
     earlier = [p for p in _pending if p.changes_state]
-    state = earlier[-1].state() if earlier else process_state()
+    state = earlier[-1].state() if earlier else process_state.capture()
     future = submit_request(
         client,
         _run_cell,
@@ -161,7 +158,7 @@ def _slim(outcome: _Outcome) -> _Outcome:
 
 def _run_cell(
     fn: Callable[..., Any],
-    state: dict[str, Any],
+    state: process_state.State,
     environ: dict[str, str | None],
     returns: int,
     *args: Any,
@@ -173,7 +170,7 @@ def _run_cell(
     before = [_fingerprint(arg) for arg in args]
     worker_environ = dict(os.environ)
     with _captured(out, err):
-        set_process_state(state)
+        process_state.apply(state)
         _set_environ(environ)
         started = dict(os.environ)
         ipython()
@@ -192,11 +189,19 @@ def _run_cell(
             outcome.error = e
             outcome.traceback = traceback.format_exc()
         close_figures()
-        outcome.state = process_state()
+        outcome.state = _state_after(state)
+        outcome.changed = process_state.changed(state)
         outcome.environ = _environ_changes(started, dict(os.environ))
     _set_environ(_environ_changes(dict(os.environ), worker_environ))  # the worker's own again
     outcome.stdout, outcome.stderr = out.getvalue(), err.getvalue()
     return outcome
+
+
+def _state_after(before: process_state.State) -> process_state.State:
+    """The state of every carrier the driver sent or this process registered, now."""
+    carriers = {c.name: c for c in process_state.registered()}
+    carriers.update((c.name, c) for c, _ in before)
+    return process_state.capture(list(carriers.values()))
 
 
 def _fingerprint(value: Any) -> bytes | None:
@@ -303,13 +308,15 @@ def _materialized(value: Any) -> Any:
     return rebuild(dict(zip(keys, data, strict=True)), *extra)
 
 
-def results(namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """The public names of ``namespace`` (``locals()`` of a workflow's ``main()``) with their
-    values."""
+def results(namespace: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """The values of ``names`` (the notebook's, which a workflow's ``main()`` binds) in
+    ``namespace`` (the module's globals), those bound at the end."""
     return {
-        name: value
-        for name, value in namespace.items()
-        if not name.startswith("_") and not isinstance(value, Pending)
+        name: namespace[name]
+        for name in names
+        if name in namespace
+        and not name.startswith("_")
+        and not isinstance(namespace[name], Pending)
     }
 
 

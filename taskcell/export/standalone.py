@@ -15,9 +15,9 @@ the ``dask`` target imports them from here. What they stand for in a notebook:
   identity, as ``%%task`` does (:mod:`taskcell.runner.inplace`).
 - :func:`rebound`: a notebook function Latch carries between tasks as a value, reading the
   notebook's names as they are when it is called.
-- :func:`process_state`, :func:`set_process_state`: the process-wide state a notebook's cells
-  share (random generators, pandas options, matplotlib's style, scikit-learn's config, warnings
-  filters), carried to a task and back, as ``%%task`` does (:mod:`taskcell.runner.process_state`).
+- the process-wide state a notebook's cells share is carried as ``%%task`` carries it, by
+  :mod:`taskcell.runner.process_state` itself (``dask``) or by its carriers shipped as source
+  (``flyte``, ``latch``: :mod:`taskcell.export.carriers`).
 - :func:`close_figures`: figures closed after a cell, as the inline backend does.
 - :func:`local_dask`: a stand-in for a notebook's ``Client()``/``LocalCluster()`` where the
   module runs without the notebook's cluster (Dask then computes in each task's process).
@@ -43,10 +43,8 @@ __all__ = [
     "local_dask",
     "on_this_machine",
     "portable",
-    "process_state",
     "rebound",
     "script",
-    "set_process_state",
     "shell",
     "show",
     "source",
@@ -308,86 +306,6 @@ def rebound(function: Any, **names: Any) -> Any:
     made.__kwdefaults__ = function.__kwdefaults__
     made.__dict__.update(function.__dict__)
     return made
-
-
-def process_state() -> dict[str, Any]:
-    """What a notebook's cells share in one process and a task must start from: the random
-    generators, pandas options, matplotlib's style, scikit-learn's config, warnings filters
-    (each only where its module is imported)."""
-    import random
-    import sys
-    import warnings
-
-    def differs(a: Any, b: Any) -> bool:
-        try:
-            return bool(a != b)
-        except Exception:  # arrays: compared by what they pickle to
-            import pickle
-
-            return pickle.dumps(a) != pickle.dumps(b)
-
-    state: dict[str, Any] = {"random": random.getstate(), "warnings": list(warnings.filters)}
-    if "numpy" in sys.modules:
-        state["numpy"] = sys.modules["numpy"].random.get_state()
-    if "pandas" in sys.modules:
-        from pandas._config import config
-
-        state["pandas"] = {
-            key: value
-            for key, option in config._registered_options.items()
-            if key not in config._deprecated_options
-            and differs(value := config.get_option(key), option.defval)
-        }
-    if "matplotlib" in sys.modules:
-        matplotlib = sys.modules["matplotlib"]
-        own = {"backend", "backend_fallback", "interactive", "webagg.port", "timezone"}
-        state["matplotlib"] = {
-            k: v
-            for k, v in matplotlib.rcParams.items()
-            if k not in own and differs(v, matplotlib.rcParamsDefault.get(k))
-        }
-    if "sklearn" in sys.modules:
-        state["sklearn"] = sys.modules["sklearn"].get_config()
-    return state
-
-
-def set_process_state(state: dict[str, Any]) -> None:
-    """Take the state :func:`process_state` captured, in this process."""
-    import random
-    import warnings
-
-    random.setstate(state["random"])
-    warnings.filters[:] = state["warnings"]  # type: ignore[index]
-    warnings._filters_mutated()  # type: ignore[attr-defined]
-    if "numpy" in state:
-        import numpy
-
-        numpy.random.set_state(state["numpy"])
-    if "pandas" in state:
-        import pandas
-        from pandas._config import config
-
-        for key, option in config._registered_options.items():
-            if key not in config._deprecated_options:
-                wanted = state["pandas"].get(key, option.defval)
-                try:
-                    unchanged = bool(pandas.get_option(key) == wanted)
-                except Exception:
-                    unchanged = False
-                if not unchanged:
-                    pandas.set_option(key, wanted)
-    if "matplotlib" in state:
-        import matplotlib
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            backend = matplotlib.rcParams["backend"]
-            matplotlib.rcdefaults()
-            matplotlib.rcParams.update({**state["matplotlib"], "backend": backend})
-    if "sklearn" in state:
-        import sklearn
-
-        sklearn.set_config(**state["sklearn"])
 
 
 def close_figures() -> None:

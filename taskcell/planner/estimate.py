@@ -37,6 +37,7 @@ from taskcell.planner.recognize import CellWork, Holding, Read, TextOp, read_cal
 from taskcell.planner.shapes import Arr
 from taskcell.planner.sizing import file_size, input_size
 from taskcell.runner.analysis import FileRead, analyze_cell
+from taskcell.runner.changes import is_data
 from taskcell.spec.amounts import show_bytes
 
 MiB = 1 << 20
@@ -218,7 +219,7 @@ def cell_input(
     analysis = analyze_cell(source, transform)
     path_names = {r.name for r in analysis.files if r.name}
     used = {n: namespace[n] for n in analysis.inputs if n in namespace and n not in path_names}
-    values = {n: v for n, v in used.items() if not _is_code(v)}
+    values = {n: v for n, v in used.items() if is_data(v)}  # not code, nor a Dask graph
     arrays = [n for n, v in values.items() if hasattr(v, "nbytes") or hasattr(v, "dtypes")]
     shapes = {n: shape for n, v in values.items() if (shape := _value_shape(v)) is not None}
     work = recognize(source, arrays, _file_shapes(namespace), shapes)

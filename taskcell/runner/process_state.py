@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Carrier", "apply", "capture", "changed", "register"]
+__all__ = ["Carrier", "apply", "capture", "changed", "register", "registered"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +69,11 @@ def register(
 ) -> None:
     """Carry one more piece of process-wide state with every ``%%task`` cell (see above)."""
     _CARRIERS[name] = Carrier(name=name, module=module, get=get, set=set, returns=returns)
+
+
+def registered() -> list[Carrier]:
+    """Every carrier, in the order registered: what ``%%task`` and exported modules carry."""
+    return list(_CARRIERS.values())
 
 
 State = list[tuple[Carrier, Any]]

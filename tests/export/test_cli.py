@@ -36,7 +36,7 @@ def test_writes_beside_the_notebook(write, capsys):
 def test_output_and_target(write, tmp_path, capsys):
     path = write("%%task small_task\ny = 1")
     assert main([str(path), "-o", str(tmp_path / "out" / "flow.py"), "--target", "latch"]) == 0
-    assert "@small_task" in (tmp_path / "out" / "flow.py").read_text()
+    assert "@_small_task" in (tmp_path / "out" / "flow.py").read_text()
     assert main([str(path), "-o", "-", "--target", "flyte"]) == 0
     assert "import flyte" in capsys.readouterr().out
 
@@ -107,7 +107,7 @@ def test_nbconvert_exporter_class(write):
     assert resources["output_extension"] == ".py"
     first, second = source.splitlines()[:2]
     assert first == f"{MARKER}{path.name}; edits here are lost when it is exported again."
-    assert second == '"""# Doc"""' and "@small_task" in source
+    assert second == '"""# Doc"""' and "@_small_task" in source
     flyte, _ = TaskcellExporter(target="flyte").from_notebook_node(notebook("%%task\ny = 1"))
     assert "import flyte" in flyte
 

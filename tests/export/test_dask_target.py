@@ -38,9 +38,9 @@ LINES = {
 def test_each_task_carries_the_request_the_magic_builds(tmp_path):
     cells = [f"%%task {line} --name {name}\n{name}_out = 1" for name, line in LINES.items()]
     source = export_notebook(notebook(*cells))
-    assert "@small_task\ndef preset(" in source
-    assert "@small_task(retries=2)\ndef retried(" in source
-    assert "@task\ndef plain(" in source
+    assert "@_small_task\ndef preset(" in source
+    assert "@_small_task(retries=2)\ndef retried(" in source
+    assert "@_task\ndef plain(" in source
     namespace = load(source, tmp_path)
     for name, line in LINES.items():
         expected = build_request(parse_task_line(line), lambda: BUILTIN_PRESETS, {}, {})
@@ -58,9 +58,9 @@ def test_environments_override_field_by_field(tmp_path):
             "%%task --env etl --memory 3Gi\nb = 1",
         )
     )
-    assert 'etl_env = TaskEnvironment("etl", resources=Resources(cpu=1, memory="2Gi"))' in source
+    assert 'etl_env = _TaskEnvironment("etl", resources=_Resources(cpu=1, memory="2Gi"))' in source
     assert "@etl_env.task\ndef compute_a(" in source
-    assert '@etl_env.task(resources=Resources(memory="3Gi"))\ndef compute_b(' in source
+    assert '@etl_env.task(resources=_Resources(memory="3Gi"))\ndef compute_b(' in source
     namespace = load(source, tmp_path)
     assert namespace["etl_env"] == TaskEnvironment("etl", Resources(cpu=1, memory="2Gi"))
     env = Environment("etl", Resources(cpu=1, memory="2Gi"))
@@ -76,7 +76,7 @@ def test_dynamic_resources_become_resource_functions(tmp_path):
         )
     )
     assert (
-        '@task(resources=ResourceTemplate(memory="1Gi", cpu=Expression("min(8, len(files))")))'
+        '@_task(resources=_ResourceTemplate(memory="1Gi", cpu=_Expression("min(8, len(files))")))'
         in source
     )
     assert "    files = files" not in source  # a value, not a future: nothing to wait for
@@ -87,7 +87,7 @@ def test_dynamic_resources_become_resource_functions(tmp_path):
 def test_user_presets_are_written_out(tmp_path):
     with dask.config.set({"taskcell.presets": {"gpu_box": {"cpu": 8, "memory": "32Gi"}}}):
         source = export_notebook(notebook("%%task gpu_box\nx = 1"))
-    assert "@task(resources=Resources(cpu=8, memory=\"32Gi\"))  # the 'gpu_box' preset" in source
+    assert "@_task(resources=_Resources(cpu=8, memory=\"32Gi\"))  # the 'gpu_box' preset" in source
     assert load(source, tmp_path)["compute_x"].resources == Resources(cpu=8, memory="32Gi")
 
 
@@ -96,21 +96,21 @@ def test_notebook_names_never_shadow_the_module_helpers(tmp_path):
         notebook(
             "from taskcell import Resources\nresults = []\nsubmit = 1\nmain = 'm'\ntask = 't'",
             "%%task --cpu 1\na, b = results, submit\na",
-            "show = 2",
+            "show = 2\n_show = 3",
         )
     )
     for line in [
         "from taskcell import Resources\n",
-        "from taskcell import task as taskcell_task\n",
-        "from taskcell.export.runtime import results as taskcell_results\n",
-        "from taskcell.export.runtime import submit as taskcell_submit\n",
-        "from taskcell.export.standalone import show as show_2\n",
-        "@taskcell_task(resources=Resources(cpu=1))\ndef compute_a(results, submit):",
+        "from taskcell import task as _task\n",
+        "from taskcell.export.runtime import results as _results\n",
+        "from taskcell.export.runtime import submit as _submit\n",
+        "from taskcell.export.standalone import show as _show_2\n",
+        "@_task(resources=_Resources(cpu=1))\ndef compute_a(results, submit):",
         "def workflow():",
-        "compute_a_call = taskcell_submit(compute_a, results, submit, returns=2)",
+        "compute_a_call = _submit(compute_a, results, submit, returns=2)",
         "a, b = compute_a_call.result()",
-        "return taskcell_results(locals())",
-        "run(workflow, parser.parse_args().scheduler)",
+        "return _results(\n        globals(),",
+        "_run(workflow, parser.parse_args().scheduler)",
     ]:
         assert line in source
     namespace = load(source, tmp_path)

@@ -100,9 +100,10 @@ def test_an_import_rebound_otherwise_is_not_hoisted():
     assert wf.imports == () and tasks(wf)[0][1] == ("np",)
 
 
-def test_star_and_future_imports_move_to_the_top():
+def test_future_imports_move_to_the_top_and_star_imports_run_where_their_cell_ran():
     wf = plan("x = 1", "from __future__ import annotations\nfrom math import *", "%%task\ny = pi")
-    assert wf.imports == ("from __future__ import annotations", "from math import *")
+    assert wf.imports == ("from __future__ import annotations",)
+    assert wf.steps[1].code == "exec('from math import *', globals())\n"
     assert tasks(wf)[0][1] == ()
 
 
@@ -165,13 +166,13 @@ def test_trailing_values_are_shown_as_the_notebook_showed_them():
         "%%task\nz = x\nz;",
     )
     assert drivers(wf) == [
-        "x = 1\nshow(x)\n",
+        "x = 1\n_show(x)\n",
         "x;\n",  # silenced: a statement, as in the notebook
-        "show(len([x]))\n",
-        "a, b = 1, 2\nshow((a, b))\n",
+        "_show(len([x]))\n",
+        "a, b = 1, 2\n_show((a, b))\n",
         "print(x)\n",  # a print shows nothing more
     ]
-    assert [t.body for t in wf.tasks] == ["y = x\nshow(y)\n", "z = x\nz;\n"]
+    assert [t.body for t in wf.tasks] == ["y = x\n_show(y)\n", "z = x\nz;\n"]
 
 
 def test_in_place_changes_come_back_and_immutable_values_do_not():
@@ -216,7 +217,7 @@ def test_process_state_travels_where_the_notebook_uses_a_module_that_holds_some(
 def test_figures_are_closed_after_a_cell_that_draws():
     wf = plan("import matplotlib.pyplot as plt", "%%task\nplt.plot([1])", "%%task\nx = 1")
     assert [t.body for t in wf.tasks] == [
-        "show(plt.plot([1]))\nclose_figures()\n",
+        "_show(plt.plot([1]))\n_close_figures()\n",
         "x = 1\n",
     ]
 
@@ -238,6 +239,18 @@ def test_a_generator_no_later_cell_reads_is_no_problem():
     assert wf.tasks[0].returns == ("n",)
 
 
+@pytest.mark.parametrize("target", ["dask", "flyte", "latch"])
+def test_a_later_cell_that_rebinds_a_name_before_reading_it_reads_its_own(target):
+    cells = ("%%task\ng = (i for i in range(3))\nn = 1", "g = [n]\nprint(g)", "print(g)")
+    wf = plan_workflow(read_notebook(notebook(*cells), BUILTIN_PRESETS), BUILTIN_PRESETS, target)
+    assert "g" not in wf.tasks[0].returns
+
+
+def test_a_cell_that_binds_a_name_on_some_paths_may_read_the_earlier_value():
+    with pytest.raises(ExportError, match=r"cell 1 .*binds 'g' to a generator"):
+        plan("%%task\ng = (i for i in range(3))", "if len('a') > 1:\n    g = []", "print(g)")
+
+
 def test_the_notebooks_dask_cluster_per_target():
     cells = (
         "from dask.distributed import Client\nclient = Client()",
@@ -250,7 +263,7 @@ def test_the_notebooks_dask_cluster_per_target():
     flyte = plan_workflow(nb, BUILTIN_PRESETS, "flyte")
     assert drivers(flyte)[0] == (
         "# client = Client()\n"
-        "client = local_dask()  # taskcell: Dask runs in this process instead\n"
+        "client = _local_dask()  # taskcell: Dask runs in this process instead\n"
     )
     assert flyte.tasks[0].params == ("client",)
 
@@ -339,5 +352,11 @@ def test_a_loop_over_a_notebook_name_may_change_its_items():
 def test_distributeds_functions_of_futures_come_from_the_stand_in_without_a_cluster():
     cells = ("from dask.distributed import Client, wait\nclient = Client()", "wait([])")
     nb = read_notebook(notebook(*cells), BUILTIN_PRESETS)
-    assert plan_workflow(nb, BUILTIN_PRESETS, "latch").stand_ins == ("wait = local_dask().wait",)
+    assert plan_workflow(nb, BUILTIN_PRESETS, "latch").stand_ins == ("wait = _local_dask().wait",)
     assert plan_workflow(nb, BUILTIN_PRESETS, "dask").stand_ins == ()
+
+
+def test_a_top_level_global_statement_does_nothing_as_in_the_notebook():
+    wf = plan("global x\nx = 1", "%%task\nglobal y\ny = x")
+    assert drivers(wf) == ["pass  # global x\nx = 1\n"]
+    assert wf.tasks[0].body == "pass  # global y\ny = x\n"

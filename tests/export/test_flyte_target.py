@@ -55,7 +55,7 @@ def flyte_call(node: ast.AST) -> str | None:
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "flyte"
+        and node.func.value.id == "_flyte"
     ):
         return node.func.attr
     return None
@@ -108,13 +108,13 @@ def test_requests_equal_the_notebooks():
     for name, line in LINES.items():
         assert found[name] == build_request(parse_task_line(line), lambda: BUILTIN_PRESETS, {}, {})
     assert found["main"] == Resources()
-    assert 'fields_env = flyte.TaskEnvironment(\n    name="fields",' in source
-    assert 'gpu=flyte.GPU(device="A100", quantity=1, partition="1g.5gb")' in source
+    assert 'fields_env = _flyte.TaskEnvironment(\n    name="fields",' in source
+    assert 'gpu=_flyte.GPU(device="A100", quantity=1, partition="1g.5gb")' in source
     assert 'gpu="A100_80G:8"' in source
     assert 'gpu="Trn1:4"' in source
-    assert 'gpu=flyte.Device(quantity=3, device_class="NEURON", device="Trn1")' in source
-    assert 'gpu=flyte.Device(quantity=16, device_class="NEURON", device="Trn3")' in source
-    assert 'gpu=flyte.GPU(device="A2", quantity=4)' in source
+    assert 'gpu=_flyte.Device(quantity=3, device_class="NEURON", device="Trn1")' in source
+    assert 'gpu=_flyte.Device(quantity=16, device_class="NEURON", device="Trn3")' in source
+    assert 'gpu=_flyte.GPU(device="A2", quantity=4)' in source
     assert 'gpu="L40S shared:1"' in source
 
 
@@ -132,7 +132,7 @@ def test_an_environment_and_a_cells_own_fields_give_one_whole_request():
     )
     assert environments(source)["compute_a"] == Resources(cpu=1, memory="2Gi", gpu="A100:1")
     assert (
-        'compute_b.override(\n        resources=flyte.Resources(memory="1Gi", gpu="A100:1", '
+        'compute_b.override(\n        resources=_flyte.Resources(memory="1Gi", gpu="A100:1", '
         "cpu=len(str(a)))\n    )" in source
     )
 
@@ -172,9 +172,9 @@ def test_driver_awaits_independent_tasks_together():
         ),
         "flyte",
     )
-    assert "a, b = await asyncio.gather(compute_a.aio(x), compute_b.aio(x))" in source
-    assert "d, e = await asyncio.gather(\n" in source
-    assert "compute_e.override(resources=flyte.Resources(cpu=min(2, x))).aio(x)" in source
+    assert "a, b = await _asyncio.gather(compute_a.aio(x), compute_b.aio(x))" in source
+    assert "d, e = await _asyncio.gather(\n" in source
+    assert "compute_e.override(resources=_flyte.Resources(cpu=min(2, x))).aio(x)" in source
     assert "def compute_b(x: int) -> int:" in source  # c: no later cell reads it
     assert "async def main() -> None:" in source
 
@@ -190,13 +190,13 @@ def test_values_are_typed_where_the_code_makes_it_certain():
         "flyte",
     )
     assert (
-        "def compute_frame(\n    n: int, names: list[str], state: typing.Any\n"
-        ") -> tuple[pd.DataFrame, typing.Any, str, typing.Any]:" in source
+        "def compute_frame(\n    n: int, names: list[str], state: _typing.Any\n"
+        ") -> tuple[_pandas.DataFrame, _typing.Any, str, _typing.Any]:" in source
     )
-    assert "return frame, portable(pair), label, portable(process_state())" in source
-    assert "    frame: pd.DataFrame, thing: typing.Any, state: typing.Any\n" in source
-    assert "return frame, first, portable(kind), portable(none)" in source
-    assert "compute_first.aio(\n        frame, portable(thing), process_state()\n    )" in source
+    assert "return frame, _portable(pair), label, _portable(_process_state())" in source
+    assert "    frame: _pandas.DataFrame, thing: _typing.Any, state: _typing.Any\n" in source
+    assert "return frame, first, _portable(kind), _portable(none)" in source
+    assert "compute_first.aio(\n        frame, _portable(thing), _process_state()\n    )" in source
 
 
 def test_changes_in_place_and_state_come_back_to_the_driver():
@@ -204,8 +204,10 @@ def test_changes_in_place_and_state_come_back_to_the_driver():
         notebook("import random\nitems = [3, 1]", "%%task\nitems.sort()\nr = random.random()"),
         "flyte",
     )
-    assert "items_new, state = await cell_2.aio(portable(items), process_state())" in source
-    assert "items = update(items, items_new)\n    set_process_state(state)" in source
+    assert "items_new, state = await cell_2.aio(_portable(items), _process_state())" in source
+    assert (
+        "items = _update(items, items_new)\n    _set_process_state(state, returned=True)" in source
+    )
 
 
 @pytest.mark.parametrize(

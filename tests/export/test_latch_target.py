@@ -43,7 +43,7 @@ def decorators(source: str) -> dict[str, str]:
             if isinstance(decorator, ast.Call) and imported[called.id] == "custom_task":
                 keywords = {k.arg for k in decorator.keywords}
                 assert {"cpu", "memory"} <= keywords <= {"cpu", "memory", "storage_gib", "retries"}
-            found[node.name] = ast.unparse(decorator)
+            found[node.name] = ast.unparse(decorator).replace(called.id, imported[called.id], 1)
     return found
 
 
@@ -59,7 +59,7 @@ def function(source: str, name: str) -> ast.FunctionDef:
 
 
 def signature(source: str, name: str) -> str:
-    """``(a: int, b: typing.Any) -> str`` of a function in ``source``."""
+    """``(a: int, b: _typing.Any) -> str`` of a function in ``source``."""
     node = function(source, name)
     return f"({ast.unparse(node.args)}) -> {ast.unparse(node.returns)}"
 
@@ -99,7 +99,7 @@ def test_decorators():
 def test_larger_gpu_preset_is_warned_about():
     with pytest.warns(UserWarning, match=r"cell 1 .*smallest GPU preset that holds it is v100_x4"):
         source = export_notebook(notebook("%%task --gpu V100:2\nx = 1"), "latch")
-    assert "@v100_x4_task" in source
+    assert "@_v100_x4_task" in source
 
 
 @pytest.mark.parametrize(
@@ -133,17 +133,17 @@ def test_dynamic_resources_become_standalone_resource_functions():
     assert (
         "def allocate_cpu_for_compute_n(files, **kwargs) -> int:\n"
         '    """Cores for compute_n: the notebook\'s --cpu \'min(8, len(files))\'."""\n'
-        "    return cores(min(8, len(files)))" in source
+        "    return _cores(min(8, len(files)))" in source
     )
     assert (
-        "@custom_task(cpu=allocate_cpu_for_compute_n, memory=allocate_memory_for_compute_n)"
+        "@_custom_task(cpu=allocate_cpu_for_compute_n, memory=allocate_memory_for_compute_n)"
         in source
     )
     tree = ast.parse(source)
     helpers = [
         node
         for node in tree.body
-        if (isinstance(node, ast.FunctionDef) and node.name in ("cores", "gib"))
+        if (isinstance(node, ast.FunctionDef) and node.name in ("_cores", "_gib"))
         or (isinstance(node, ast.FunctionDef) and node.name.startswith("allocate_"))
     ]
     namespace: dict = {}
@@ -176,18 +176,18 @@ def test_parameters_are_the_notebooks_typed_literals():
         "%%task\nfound = [n, rate, name, flag, sizes, weights, reads, out, pairs, rng]",
     )
     assert signature(source, "main") == (
-        "(reads: LatchFile, out: LatchDir, n: int=3, rate: float=0.5, name: str='x', "
-        "flag: bool=True, sizes: typing.List[int]=[1, 2], "
-        "weights: typing.Dict[str, float]={'a': 1.5}) -> None"
+        "(reads: _LatchFile, out: _LatchDir, n: int=3, rate: float=0.5, name: str='x', "
+        "flag: bool=True, sizes: _typing.List[int]=[1, 2], "
+        "weights: _typing.Dict[str, float]={'a': 1.5}) -> None"
     )
     task = function(source, "compute_found")
-    assert ast.unparse(task.body[0]) == "reads = pathlib.Path(reads)"
-    assert ast.unparse(task.body[1]) == "out = pathlib.Path(out)"
-    assert "pairs: typing.Any" in signature(source, "compute_found")  # computed in cell_2
+    assert ast.unparse(task.body[0]) == "reads = _pathlib.Path(reads)"
+    assert ast.unparse(task.body[1]) == "out = _pathlib.Path(out)"
+    assert "pairs: _typing.Any" in signature(source, "compute_found")  # computed in cell_2
     run_here = ast.parse(source).body[-1]
     assert ast.unparse(run_here.body[0]) == (
-        "main(reads=on_this_machine('reads.fq', LatchFile), "
-        "out=on_this_machine('results/', LatchDir))"
+        "main(reads=_on_this_machine('reads.fq', _LatchFile), "
+        "out=_on_this_machine('results/', _LatchDir))"
     )
 
 
@@ -199,20 +199,20 @@ def test_tasks_are_typed_from_the_code():
         "print(stats, shape, scaled, label)",
     )
     assert signature(source, "compute_total") == (
-        "(data: typing.List[int]) -> typing.Tuple[int, typing.List[float], str]"
+        "(data: _typing.List[int]) -> _typing.Tuple[int, _typing.List[float], str]"
     )
     assert signature(source, "compute_stats") == (
-        "(data: typing.List[int], total: int) -> "
-        "typing.Tuple[typing.Dict[str, typing.Union[int, float]], typing.Any]"
+        "(data: _typing.List[int], total: int) -> "
+        "_typing.Tuple[_typing.Dict[str, _typing.Union[int, float]], _typing.Any]"
     )
-    assert "return stats, portable(shape)" in source
+    assert "return stats, _portable(shape)" in source
 
 
 def test_a_tuple_travels_as_itself():
     source = quietly("%%task\npair = (1, 'a')", "print(pair)")
     namespace: dict = {}
-    exec(ast.unparse(function(source, "portable")), namespace)
-    carried = pickle.loads(pickle.dumps(namespace["portable"]((1, "a"))))
+    exec(ast.unparse(function(source, "_portable")), namespace)
+    carried = pickle.loads(pickle.dumps(namespace["_portable"]((1, "a"))))
     assert carried == (1, "a") and type(carried) is tuple
 
 
@@ -226,8 +226,8 @@ def test_code_cells_become_tasks_and_definitions_move_to_the_top():
     tree = ast.parse(source)
     top = [getattr(n, "name", None) or ast.unparse(n) for n in tree.body]
     assert top.index("scale = 3") < top.index("helper") < top.index("cell_2")
-    assert signature(source, "cell_2") == "() -> typing.Any"
-    assert signature(source, "cell_3") == "(items: typing.Any) -> typing.Any"  # changed in place
+    assert signature(source, "cell_2") == "() -> _typing.Any"
+    assert signature(source, "cell_3") == "(items: _typing.Any) -> _typing.Any"  # changed in place
     assert "items = cell_3(items=items)" in source
 
 
@@ -235,8 +235,8 @@ def test_a_function_reading_a_computed_value_travels_as_a_value():
     source = quietly(
         "scale = len('abc')\n\ndef helper(v):\n    return v * scale", "%%task\ny = helper(2)"
     )
-    assert signature(source, "cell_1") == "() -> typing.Tuple[int, typing.Any]"
-    assert signature(source, "compute_y") == "(helper: typing.Any, scale: int) -> None"
+    assert signature(source, "cell_1") == "() -> _typing.Tuple[int, _typing.Any]"
+    assert signature(source, "compute_y") == "(helper: _typing.Any, scale: int) -> None"
     assert "scale, helper = cell_1()" in source
 
 
@@ -250,13 +250,13 @@ def test_a_function_reading_a_computed_value_travels_as_a_value():
 )
 def test_a_function_bound_again_means_what_it_meant_in_the_notebook(cells, tmp_path):
     source = quietly(*cells)
-    assert "def f():" not in source.split("@small_task")[0]  # not at the module's top
-    assert signature(source, "compute_y").startswith("(f: typing.Any")
+    assert "def f():" not in source.split("@_small_task")[0]  # not at the module's top
+    assert signature(source, "compute_y").startswith("(f: _typing.Any")
 
 
 def test_results_are_the_typed_values_no_later_cell_reads():
     source = quietly("%%task\nx = 2\nblob = object()", "%%task\ny = x + 1")
-    assert 'Results = typing.NamedTuple("Results", [("y", int)])' in source
+    assert 'Results = _typing.NamedTuple("Results", [("y", int)])' in source
     assert "return y" in source
 
 
@@ -267,19 +267,19 @@ def test_names_sharing_objects_travel_in_one_pickle():
         "print(alias is results, alias, size)",
     )
     assert "shared_1 = (results, alias)" in source
-    assert signature(source, "cell_2") == "(shared_1: typing.Any) -> typing.Any"
+    assert signature(source, "cell_2") == "(shared_1: _typing.Any) -> _typing.Any"
     assert "results, alias = shared_1" in source
     assert "size: int" in signature(source, "cell_3")
 
 
 def test_an_immutable_value_a_task_seems_to_change_is_not_returned():
     source = quietly("text = 'a b'", "%%task\nwords = text.split()", "print(words, text)")
-    assert signature(source, "compute_words") == "(text: str) -> typing.List[str]"
+    assert signature(source, "compute_words") == "(text: str) -> _typing.List[str]"
 
 
 def test_a_function_carried_as_a_value_reads_the_names_as_they_are_when_called():
     source = quietly(
         "rate = 0.1\n\ndef apply(x):\n    return x * rate", "rate = 0.2", "%%task\nout = apply(10)"
     )
-    assert signature(source, "compute_out") == "(apply: typing.Any, rate: float) -> None"
-    assert "apply = rebound(apply, rate=rate)" in source
+    assert signature(source, "compute_out") == "(apply: _typing.Any, rate: float) -> None"
+    assert "apply = _rebound(apply, rate=rate)" in source

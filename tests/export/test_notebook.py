@@ -42,17 +42,17 @@ def test_taskcells_own_magics_are_dropped_without_a_note():
 @pytest.mark.parametrize(
     ("source", "code"),
     [
-        ("!ls -l\nx = 1", "shell('ls -l')\nx = 1\n"),
-        ("files = !ls {x}", "files = shell('ls {x}', lines=True)\n"),
-        ("files = %sx ls", "files = shell('ls', lines=True)\n"),
+        ("!ls -l\nx = 1", "_shell('ls -l')\nx = 1\n"),
+        ("files = !ls {x}", "files = _shell('ls {x}', lines=True)\n"),
+        ("files = %sx ls", "files = _shell('ls', lines=True)\n"),
         ("%time y = 2", "y = 2\n"),
-        ("%timeit -n 3 -r2 f(x)", "time_it('f(x)', number=3, repeat=2)\n"),
-        ("%env A=b c", "os.environ['A'] = 'b c'\nprint('env: A=b c')\n"),
-        ("%set_env A 1", "os.environ['A'] = '1'\n"),
-        ("v = %env A", "v = os.environ['A']\n"),
-        ("%cd /tmp", "os.chdir(os.path.expanduser('/tmp'))\nprint(os.getcwd())\n"),
-        ("if True:\n    !ls\n", "if True:\n    shell('ls')\n"),
-        ("get_ipython().system('ls')", "shell('ls')\n"),
+        ("%timeit -n 3 -r2 f(x)", "_time_it('f(x)', number=3, repeat=2)\n"),
+        ("%env A=b c", "_os.environ['A'] = 'b c'\nprint('env: A=b c')\n"),
+        ("%set_env A 1", "_os.environ['A'] = '1'\n"),
+        ("v = %env A", "v = _os.environ['A']\n"),
+        ("%cd /tmp", "_os.chdir(_os.path.expanduser('/tmp'))\nprint(_os.getcwd())\n"),
+        ("if True:\n    !ls\n", "if True:\n    _shell('ls')\n"),
+        ("get_ipython().system('ls')", "_shell('ls')\n"),
         ("%matplotlib inline\nx = 1", "# %matplotlib inline\nx = 1\n"),
         ("len?", "# %pinfo len\n"),
         (
@@ -89,9 +89,10 @@ def test_the_names_a_magic_reads_are_the_cells_inputs():
     assert set(shelled.analysis.inputs) >= {"name", "other"}
 
 
-def test_helpers_take_names_the_notebook_does_not_use():
-    cell = read("shell = 'bash'\n!ls").cells[0]
-    assert cell.code == "shell = 'bash'\nshell_2('ls')\n"
+def test_helpers_take_private_names_the_notebook_does_not_use():
+    assert read("shell = 'bash'\n!ls").cells[0].code == "shell = 'bash'\n_shell('ls')\n"
+    cell = read("_shell = 'bash'\n!ls").cells[0]
+    assert cell.code == "_shell = 'bash'\n_shell_2('ls')\n"
 
 
 @pytest.mark.parametrize(
@@ -136,13 +137,13 @@ def test_cell_magics():
         "%%timeit -n 2 setup()\nrun()",
     )
     bash, timed, captured, written, html, timeit = nb.cells
-    assert bash.code == "script('bash', 'echo hi\\n')\n"
+    assert bash.code == "_script('bash', 'echo hi\\n')\n"
     assert (timed.code, timed.analysis.outputs) == ("z = 3\n", ("z",))
-    assert captured.code == "with capture(stderr=False) as out:\n    w = 4\n    w\n"
+    assert captured.code == "with _capture(stderr=False) as out:\n    w = 4\n    w\n"
     assert captured.analysis.outputs == ("out", "w")
-    assert written.code == "write_file('notes.txt', 'line\\n', append=True)\n"
-    assert html.code == "display(HTML('<b>x</b>\\n'))\n"
-    assert timeit.code == "time_it('run()\\n', setup='setup()', number=2)\n"
+    assert written.code == "_write_file('notes.txt', 'line\\n', append=True)\n"
+    assert html.code == "_display(_HTML('<b>x</b>\\n'))\n"
+    assert timeit.code == "_time_it('run()\\n', setup='setup()', number=2)\n"
     assert all(c.notes == () and c.problems == () for c in nb.cells)
 
 
@@ -160,7 +161,7 @@ def test_a_cell_magic_stacked_with_task_keeps_the_body(source):
 def test_capture_inside_a_task_cell():
     cell = read("%%task\n%%capture out\nprint(1)").cells[0]
     assert cell.kind == "task"
-    assert cell.code == "with capture() as out:\n    print(1)\n"
+    assert cell.code == "with _capture() as out:\n    print(1)\n"
 
 
 def test_task_env_lines_define_environments_in_order():
@@ -228,3 +229,71 @@ def test_source_as_list_of_lines(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(ExportError, match="cannot read the notebook"):
         read_notebook(tmp_path / "nope.ipynb", BUILTIN_PRESETS)
+
+
+@pytest.mark.parametrize(
+    ("cells", "code"),
+    [
+        (("%%file notes.txt\nline",), "_write_file('notes.txt', 'line\\n')\n"),
+        (("%%HTML\n<b>x</b>",), "_display(_HTML('<b>x</b>\\n'))\n"),
+        (("ls -l",), "_shell('ls -F --color -l')\n"),
+        (("cat notes.txt",), "_shell('cat notes.txt')\n"),
+        (("%ll",), "_shell('ls -F -o --color')\n"),
+        (("pwd",), "_os.getcwd()\n"),
+        (("  cd /tmp",), "_os.chdir(_os.path.expanduser('/tmp'))\nprint(_os.getcwd())\n"),
+        (("%%task\nls",), "_shell('ls -F --color')\n"),
+        (("%%task?",), "# %pinfo %%task\n"),
+        (("%%task?\nx = 1",), "# %pinfo %%task\nx = 1\n"),
+        (("%magic?",), "# %pinfo %magic\n"),
+        (("??len",), "# %pinfo2 len\n"),
+        (("len?",), "# %pinfo len\n"),
+    ],
+    ids=[
+        "file-is-writefile",
+        "HTML-is-html",
+        "ls-automagic",
+        "cat-automagic",
+        "shell-alias",
+        "pwd-automagic",
+        "indented-automagic",
+        "automagic-in-a-task",
+        "cell-magic-help",
+        "cell-magic-help-then-code",
+        "magic-help",
+        "help2",
+        "help",
+    ],
+)
+def test_ipythons_aliases_automagics_and_help_as_ipython_runs_them(cells, code):
+    assert read(*cells).cells[-1].code == code
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        ("ls = ['a']", "ls"),  # a bound name shadows the magic
+        ("pwd = 1\nls = 2", "pwd"),
+        ("x = 1\npwd",),  # automagic is for one-line cells
+        ("ls = 1",),  # an assignment
+        ("cat, dog = 1, 2",),
+        ("list",),  # a builtin
+    ],
+    ids=["bound", "bound-earlier", "two-lines", "assigned", "tuple", "builtin"],
+)
+def test_no_automagic_where_ipython_runs_python(cells):
+    cell = read_notebook(notebook(*cells), BUILTIN_PRESETS, strict=False).cells[-1]
+    assert "get_ipython" not in cell.code and "_shell" not in cell.code
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("x = %ls", r"'x = %ls' binds None, as IPython runs it"),
+        ("%ed f.py", r"'%ed f.py': %edit has no meaning"),
+        ("hist", r"'%hist': %history has no meaning"),
+    ],
+    ids=["alias-bound", "magic-alias", "automagic-alias"],
+)
+def test_aliases_a_module_cannot_run_are_refused_by_name(source, message):
+    with pytest.raises(ExportError, match=message):
+        read(source)

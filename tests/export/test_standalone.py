@@ -20,9 +20,7 @@ from taskcell.export.standalone import (
     local_dask,
     on_this_machine,
     portable,
-    process_state,
     rebound,
-    set_process_state,
     shell,
     show,
     source,
@@ -154,23 +152,6 @@ def test_update_moves_a_numpy_generator_and_writes_into_an_array():
     assert update(rng, moved) is rng and update(data, filled) is data
     assert data.tolist() == [7, 7, 7]
     assert rng.random() == twin.random()  # rng goes on from where the task left its copy
-
-
-def test_process_state_carries_seeded_generators_and_options():
-    import random
-
-    import numpy as np
-    import pandas as pd
-
-    random.seed(3)
-    np.random.seed(4)
-    with pd.option_context("display.precision", 2):
-        state = pickle.loads(pickle.dumps(process_state()))
-        expected = (random.random(), np.random.rand())
-    set_process_state(state)
-    assert (random.random(), np.random.rand()) == expected
-    assert pd.get_option("display.precision") == 2
-    pd.reset_option("display.precision")
 
 
 def test_capture_keeps_what_it_caught_readable_after_pickling():

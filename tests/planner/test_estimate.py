@@ -112,3 +112,23 @@ def test_a_streamed_file_costs_nothing_per_byte(tmp_path, alone):
     assert estimate.memory < FLOOR + 64 * MiB
     assert estimate.describe().startswith(f"reads {big} (28.6 MiB, streamed)")
     assert alone(code) <= memory_needed(estimate.memory)
+
+
+def test_dask_graphs_a_cell_reads_are_not_sized_as_data():
+    """A Delayed or a Dask DataFrame is a graph, not what the cell holds: sizing one must not
+    touch it (``bool(delayed)`` and ``ddf.nbytes`` raise), and it adds nothing."""
+    import dask
+    import dask.dataframe as dd
+
+    total = dask.delayed(sum)([1, 2])
+    frame = dd.from_pandas(pd.DataFrame({"v": np.arange(10.0)}), npartitions=2)
+    plain = np.ones(1000)
+    found = cell_input(
+        "a = total.compute()\nb = frame.v.sum().compute()\nc = plain.sum()",
+        {
+            "total": total,
+            "frame": frame,
+            "plain": plain,
+        },
+    )
+    assert [i.what for i in found.inputs] == ["plain"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import warnings
 from pathlib import Path
 
@@ -160,3 +161,11 @@ def test_a_removed_working_directory_is_carried_as_none(monkeypatch, tmp_path):
     process_state.apply(sent)
     assert Path.cwd() == tmp_path
     assert process_state.changed(sent) == []
+
+
+def test_registered_is_what_capture_carries_in_order(monkeypatch):
+    monkeypatch.setattr(process_state, "_CARRIERS", dict(process_state._CARRIERS))
+    process_state.register("answer", "os", lambda: 42, lambda value: None)
+    assert [c.name for c in process_state.registered()][-1] == "answer"
+    captured = [c.name for c, _ in process_state.capture()]
+    assert captured == [c.name for c in process_state.registered() if c.module in sys.modules]

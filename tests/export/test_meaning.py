@@ -1,0 +1,134 @@
+"""Tiny notebooks whose exported modules must keep Python's meaning, in every target.
+
+Each case is a notebook of a few cells that once exported to a module meaning something else
+(names scoped to a function, star imports moved, a notebook Future turned into its value...),
+and the text the notebook prints when run top to bottom. Every case is exported to the three
+targets, and the modules run at once, as their users run them: ``python module.py --scheduler
+ADDRESS`` (dask), ``python module.py --local`` in the Flyte SDK's venv, ``python module.py`` in
+the Latch SDK's venv. A module prints what the notebook printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from export.sdks import sdk_python
+from taskcell.export import ExportWarning, export_notebook
+
+from .conftest import notebook
+
+# The modules of every case start together in the first test: their SDKs take a while to import.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+TARGETS = ("dask", "flyte", "latch")
+
+#: name -> (cells, what the notebook prints)
+CASES: dict[str, tuple[tuple[str, ...], str]] = {
+    # A cell reads the builtin `sum`; a later one binds the name: a function would make it local.
+    "global-scoping": (
+        (
+            "total = 5",
+            "print(sum([1, 2]))",
+            "%%task\ndouble = total * 2",
+            "sum = double\nprint(sum)",
+        ),
+        "3\n10\n",
+    ),
+    # A star import rebinds `random` where its cell ran, not before.
+    "star-import-in-place": (
+        (
+            "import random\nrandom.seed(0)\nprint(type(random).__name__)",
+            "from numpy.random import *\nprint(type(random).__name__)",
+            "%%task\nshape = random(3).shape",
+            "print(shape)",
+        ),
+        "module\nmethod\n(3,)\n",
+    ),
+    # numpy's star import binds `typing`; the module's own machinery is not that name.
+    "star-import-never-rebinds-the-module": (
+        ("from numpy import *", "%%task\nhalf = pi / 2", "print(round(half, 2), typing.__name__)"),
+        "1.57 numpy.typing\n",
+    ),
+    # A function reads the name its cell bound (a later import), not the first import of it.
+    "function-reads-its-cells-import": (
+        (
+            "import random\nrandom.seed(0)",
+            "from random import random\ndef coin():\n    return random() < 2",
+            "%%task\nc = coin()",
+            "print(c)",
+        ),
+        "True\n",
+    ),
+    # IPython's alias %%file and automagic `cat` (a one-line cell) run as IPython runs them.
+    "aliases-and-automagic": (
+        (
+            "%%file notes.txt\nhello",
+            "cat notes.txt",
+            "%%task\nn = len(open('notes.txt').read())",
+            "print(n)",
+        ),
+        "Writing notes.txt\nhello\n6\n",
+    ),
+}
+
+
+def _export(cells: tuple[str, ...], target: str, path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExportWarning)
+        path.write_text(export_notebook(notebook(*cells), target))
+
+
+@pytest.fixture(scope="module")
+def printed(module_dask, tmp_path_factory):
+    """``printed(case, target) -> finished process``: every case's modules run together."""
+    module_dask.worker()
+    module_dask.wait_for_workers(1)
+    pythons = {"dask": Path(sys.executable)}
+    started: dict[tuple[str, str], subprocess.Popen] = {}
+    options = {"dask": ["--scheduler", module_dask.address], "flyte": ["--local"], "latch": []}
+    try:
+        for target in TARGETS:
+            if target not in pythons:
+                pythons[target] = sdk_python(target)
+            for case, (cells, _) in CASES.items():
+                folder = tmp_path_factory.mktemp(f"{case}-{target}")
+                module = folder / "workflow.py"
+                _export(cells, target, module)
+                env = {**os.environ, "PYTHONPATH": "", "LOG_LEVEL": "error", "TMPDIR": str(folder)}
+                started[case, target] = subprocess.Popen(
+                    [str(pythons[target]), str(module), *options[target]],
+                    cwd=folder,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,  # its cluster's processes end with it
+                )
+        done = {}
+        for key, process in started.items():
+            stdout, stderr = process.communicate(timeout=300)
+            done[key] = subprocess.CompletedProcess(
+                process.args, process.returncode, stdout, stderr
+            )
+    finally:
+        for process in started.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return lambda case, target: done[case, target]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_module_prints_what_the_notebook_printed(case, target, printed):
+    finished = printed(case, target)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    assert finished.stdout == CASES[case][1]
