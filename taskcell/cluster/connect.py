@@ -388,13 +388,16 @@ def start_embedded() -> EmbeddedCluster:
     return EmbeddedCluster(worker_specs(), tls=wants_tls())
 
 
-def live_workers(client: Client, refresh: bool = False) -> list[WorkerCapacity]:
+def live_workers(client: Client, refresh: bool = False, wait: bool = True) -> list[WorkerCapacity]:
     """The client's live workers, fetched at most once a :data:`WORKERS_TTL`; ClusterError if
     the scheduler does not answer within :data:`ANSWER_TIMEOUT` (see :func:`silence`).
 
     One question is in flight per client, whoever asks (every background cell of a kernel
     shares it), and it is not withdrawn when a caller stops waiting for it: a scheduler that
-    answers slowly still answers, and is not silent while it does.
+    answers slowly still answers, and is not silent while it does. With ``wait`` False, a
+    question in flight is not waited for: the last view is returned, or ClusterError once the
+    scheduler has been silent past ``taskcell.scheduler-timeout`` (one thread following many
+    cells must not wait on each).
 
     A worker the scheduler has not heard from for ``taskcell.scheduler-timeout`` (its
     ``last_seen`` unchanged that long, as this kernel sees it, whatever the two clocks say) is
@@ -404,6 +407,10 @@ def live_workers(client: Client, refresh: bool = False) -> list[WorkerCapacity]:
     if not refresh and time.monotonic() - fetched_at <= WORKERS_TTL:
         return workers
     asked = _ask(client, again=refresh)
+    if not wait and not asked.done():
+        if silence(client) > config.seconds("scheduler-timeout"):
+            raise ClusterError(f"the scheduler at {client.scheduler.address} does not answer")
+        return workers
     try:
         asked.result(timeout=ANSWER_TIMEOUT)
     except (concurrent.futures.TimeoutError, asyncio.TimeoutError, TimeoutError):

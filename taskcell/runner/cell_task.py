@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import queue
 import sys
+import threading
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -280,12 +281,14 @@ class _KeptInputs:
 
     def __init__(self) -> None:
         self._sent: dict[tuple[str, str], _Sent] = {}
+        self._lock = threading.Lock()  # a background cell's retry submits from another thread
 
     def future(self, client: Client, name: str, value: Any, sealed: Sealed) -> Future:
         """A future of ``sealed``: the one kept for ``name`` if it holds this value unchanged."""
         key = (client.id, name)
         fingerprint = sealed.fingerprint()
-        kept = self._sent.get(key)
+        with self._lock:
+            kept = self._sent.get(key)
         if (
             kept is not None
             and kept.value is value
@@ -294,13 +297,15 @@ class _KeptInputs:
         ):
             return kept.future
         future = _scattered(client, sealed)
-        self._sent[key] = _Sent(value=value, fingerprint=fingerprint, future=future)
+        with self._lock:
+            self._sent[key] = _Sent(value=value, fingerprint=fingerprint, future=future)
         return future
 
     def forget_rebound(self, namespace: MutableMapping[str, Any]) -> None:
         """Let go of what is kept for names now bound to another object (or to none)."""
-        for key in [k for k, kept in self._sent.items() if namespace.get(k[1]) is not kept.value]:
-            del self._sent[key]
+        with self._lock:
+            for key in [k for k, s in self._sent.items() if namespace.get(k[1]) is not s.value]:
+                del self._sent[key]
 
 
 _kept = _KeptInputs()
@@ -424,7 +429,7 @@ def _handle(event: dict, sub: Submission, out: Display) -> None:
 
 def _status(client: Client, sub: Submission, waited: float) -> str:
     try:
-        live = {w.address for w in live_workers(client)}
+        live = {w.address for w in live_workers(client, wait=False)}
     except ClusterError:
         return _silent_scheduler(client)
     if not sub.attempts:

@@ -147,9 +147,9 @@ def adopt(namespace: MutableMapping[str, Any], values: Mapping[str, Any]) -> Non
     for name, value in values.items():
         if isinstance(value, type) and value.__module__ == "__main__":
             for attr, member in list(vars(value).items()):
-                if isinstance(member, (staticmethod, classmethod)):
-                    if rebound(member.__func__) is not member.__func__:
-                        setattr(value, attr, type(member)(rebound(member.__func__)))
-                elif isinstance(member, types.FunctionType) and rebound(member) is not member:
-                    setattr(value, attr, rebound(member))
+                wrapped = isinstance(member, (staticmethod, classmethod))
+                func = member.__func__ if wrapped else member
+                clone = rebound(func)
+                if clone is not func:
+                    setattr(value, attr, type(member)(clone) if wrapped else clone)
         namespace[name] = rebound(value)

@@ -145,7 +145,7 @@ class CellPickler(Pickler):
         self.buffers.append(buffer)
 
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, types.FunctionType) and obj.__globals__ is self.namespace:
+        if _is_notebook_function(obj, self.namespace):
             return self._notebook_function(obj)
         if isinstance(obj, functools._lru_cache_wrapper) and _is_notebook_function(
             obj.__wrapped__, self.namespace
