@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -282,6 +283,27 @@ class Execution:
     @property
     def displays(self) -> list[dict]:
         return [m["content"]["data"] for m in self.of_type("display_data", "update_display_data")]
+
+
+def held_result(tmp_path) -> tuple[str, str, str]:
+    """A cell whose value pickles at once in its own process but, in the worker's, only once
+    a gate file exists: the kernel is then fetching its result. The cell, the file the worker
+    writes when it starts holding, and the gate."""
+    marker, gate = str(tmp_path / "holding"), str(tmp_path / "gate")
+    code = textwrap.dedent(f"""
+        %%task
+        import os, time
+        class Held:
+            def __reduce__(self):
+                if "TASKCELL_WORKER_NAME" not in os.environ:  # the worker, not the cell's process
+                    open({marker!r}, "w").close()
+                    deadline = time.monotonic() + 300
+                    while not os.path.exists({gate!r}) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                return (Held, ())
+        held = Held()
+        """).strip("\n")
+    return code, marker, gate
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import KernelSession
+from conftest import KernelSession, held_result
 from waiting import eventually
 
 pytestmark = pytest.mark.slow
@@ -438,27 +438,6 @@ def test_an_input_that_cannot_travel_is_named_in_one_line_and_nothing_runs(
         assert kernel.value("touched") is False
     finally:
         kernel.stop()
-
-
-def held_result(tmp_path) -> tuple[str, str, str]:
-    """A cell whose value pickles at once in its own process but, in the worker's, only once
-    a gate file exists: the kernel is then fetching its result. The cell, the file the worker
-    writes when it starts holding, and the gate."""
-    marker, gate = str(tmp_path / "holding"), str(tmp_path / "gate")
-    code = cell(f"""
-        %%task
-        import os, time
-        class Held:
-            def __reduce__(self):
-                if "TASKCELL_WORKER_NAME" not in os.environ:  # the worker, not the cell's process
-                    open({marker!r}, "w").close()
-                    deadline = time.monotonic() + 300
-                    while not os.path.exists({gate!r}) and time.monotonic() < deadline:
-                        time.sleep(0.05)
-                return (Held, ())
-        held = Held()
-        """)
-    return code, marker, gate
 
 
 def test_a_frozen_scheduler_while_the_result_comes_back_ends_the_cell_in_one_line(

@@ -24,7 +24,7 @@ import textwrap
 from collections.abc import Iterator
 
 import pytest
-from conftest import KernelSession
+from conftest import KernelSession, held_result
 from waiting import eventually
 
 pytestmark = pytest.mark.slow
@@ -271,6 +271,30 @@ def test_a_cut_between_kernel_and_scheduler_ends_the_cell_and_the_next_runs(
     finally:
         hosts.restore("kernel")
     after_the_cut(kernel, hosts, starts, gate)
+
+
+def test_a_cut_while_the_result_comes_back_ends_the_cell_and_the_next_runs(
+    hosts, kernel, tmp_path
+):
+    """The worker holds the finished cell's result while the kernel fetches it; the kernel's
+    link goes down then: the cell ends in one line after the timeout, nothing is bound."""
+    code, marker, gate = held_result(tmp_path)
+    msg_id = kernel.start(code)
+    eventually(lambda: os.path.exists(marker), "the worker to hold the cell's result")
+    hosts.cut("kernel")
+    try:
+        out = kernel.wait(msg_id, timeout=120)
+        error = out.of_type("error")[0]["content"]
+        assert error["ename"] == "ClusterError", out.error_text
+        assert len(error["traceback"]) == 1, error["traceback"]
+        assert "has not answered" in error["traceback"][0]
+        assert "nothing was written back" in error["traceback"][0]
+    finally:
+        open(gate, "w").close()
+        hosts.restore("kernel")
+    assert kernel.value("'held' in globals()") is False
+    eventually(lambda: sees_the_worker(kernel), "the kernel to see the worker again")
+    assert kernel.run("%%task\nafter = 1").status == "ok"
 
 
 def test_a_cut_between_worker_and_scheduler_ends_the_cell_and_the_next_runs(
