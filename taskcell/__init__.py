@@ -39,6 +39,7 @@ _EXPORTS = {
     "occupancy": "taskcell.planner",
     "occupancy_history": "taskcell.planner",
     "suggest": "taskcell.planner",
+    "tasks_frame": "taskcell.kernel_magics.task_table",
 }
 
 __all__ = ["__version__", "load_ipython_extension", "presets", *_EXPORTS]

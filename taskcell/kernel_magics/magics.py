@@ -264,17 +264,13 @@ class TaskMagics(Magics):
 
     @line_magic
     def tasks(self, line: str) -> Any:
-        """This kernel's tasks as a DataFrame: cell, request, worker, state, wall time, use,
-        and a right-sizing hint where a task asked for far more than it used or ran near its
-        limit."""
-        from taskcell.planner.rightsize import review
+        """This kernel's tasks as a table: cell, request, worker, state, wall time (as the
+        cell showed it), cores and peak memory used, and a right-sizing hint where a task
+        asked for far more than it used or ran near its limit; each cell's name opens its full
+        record. ``.frame`` (or ``taskcell.tasks_frame()``) is the pandas DataFrame."""
+        from taskcell.kernel_magics.task_table import TaskTable
 
-        frame = self.history.frame()
-        hints: dict[str, list[str]] = {}
-        for hint in review(self.history):
-            hints.setdefault(hint.key, []).append(f"{hint.kind} {hint.resource}: {hint.line}")
-        frame["hint"] = [" / ".join(hints.get(key, [])) for key in frame["key"]]
-        return frame
+        return TaskTable(self.history)
 
     @line_magic
     def task_panel(self, line: str) -> Any:

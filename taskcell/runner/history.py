@@ -51,6 +51,13 @@ class TaskRecord:
         """Seconds since it started (or was submitted), up to its end."""
         return (self.ended or time.time()) - (self.started or self.submitted)
 
+    def wall(self) -> float | None:
+        """Its wall time as the cell showed it: the run the worker measured once it finished
+        (the cell's "ran on W in 1.23 s"), else :meth:`elapsed`; None before it started."""
+        if self.usage is not None:
+            return self.usage.wall
+        return self.elapsed() if self.started else None
+
 
 #: The columns of :meth:`TaskHistory.frame`, in order.
 _COLUMNS = [
@@ -80,7 +87,7 @@ class TaskHistory(list[TaskRecord]):
                 "request": repr(r.request),
                 "worker": r.worker,
                 "state": r.state,
-                "wall_s": round(r.elapsed(), 3) if r.started else None,
+                "wall_s": None if (wall := r.wall()) is None else round(wall, 3),
                 "cores_used": round(r.usage.cores, 2) if r.usage else None,
                 "peak_memory": _peak(r.usage),
                 "gpu_memory": (

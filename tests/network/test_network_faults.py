@@ -273,9 +273,7 @@ def test_a_cut_between_kernel_and_scheduler_ends_the_cell_and_the_next_runs(
     after_the_cut(kernel, hosts, starts, gate)
 
 
-def test_a_cut_while_the_result_comes_back_ends_the_cell_and_the_next_runs(
-    hosts, kernel, tmp_path
-):
+def test_a_cut_while_the_result_comes_back_ends_the_cell_and_the_next_runs(hosts, kernel, tmp_path):
     """The worker holds the finished cell's result while the kernel fetches it; the kernel's
     link goes down then: the cell ends in one line after the timeout, nothing is bound."""
     code, marker, gate = held_result(tmp_path)
