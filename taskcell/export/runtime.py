@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["Pending", "results", "run", "submit"]
 
 _pending: list[Pending] = []  # the tasks submitted and not yet waited for, in order
+_task_values: set[Any] = set()  # keys of the futures of earlier tasks' values (Pending[i])
 
 
 class Pending:
@@ -55,7 +56,9 @@ class Pending:
     def __getitem__(self, i: int) -> Future:
         """A future of the ``i``-th value the task returns, for a task called before the
         driver waits for this one."""
-        return self.future.client.submit(_item, self.future, i, pure=False)
+        item = self.future.client.submit(_item, self.future, i, pure=False)
+        _task_values.add(item.key)
+        return item
 
     def state(self) -> Future:
         """A future of the process-wide state the task ended with."""
@@ -131,7 +134,7 @@ def submit(task: Task, *args: Any, returns: int = 1, changes_state: bool = False
         state,
         _environ_changes(_environ_at_start, dict(os.environ)),
         returns,
-        *args,
+        *map(_kept, args),
         request=task.request(*args),
         name=task.name,
         retries=task.retries,
@@ -139,6 +142,24 @@ def submit(task: Task, *args: Any, returns: int = 1, changes_state: bool = False
     pending = Pending(future, returns, changes_state)
     _pending.append(pending)
     return pending
+
+
+class _Kept:
+    """An argument holding the notebook's futures, which Dask passes to the task as it is: a
+    task cell gets a Future as a Future, as ``%%task`` gives it, not its value."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _kept(arg: Any) -> Any:
+    """``arg`` as the task gets it: an earlier task's value (a future Dask resolves) as it is,
+    one holding the notebook's futures kept from Dask's resolving them."""
+    from distributed.client import futures_of
+
+    if getattr(arg, "key", None) in _task_values or not futures_of(arg):
+        return arg
+    return _Kept(arg)
 
 
 def _item(outcome: _Outcome, i: int) -> Any:
@@ -166,6 +187,7 @@ def _run_cell(
     """Run a task cell's function on a worker as its cell ran in the notebook's kernel: the
     driver's process-wide state and environment variables, its prints and displays captured."""
     outcome = _Outcome()
+    args = tuple(arg.value if isinstance(arg, _Kept) else arg for arg in args)
     out, err = io.StringIO(), io.StringIO()
     before = [_fingerprint(arg) for arg in args]
     worker_environ = dict(os.environ)
@@ -175,7 +197,7 @@ def _run_cell(
         started = dict(os.environ)
         ipython()
         try:
-            value = fn(*args)
+            value = _call(fn, args)
             outcome.values = list(value) if returns > 1 else [value]
             for i, v in enumerate(outcome.values):
                 for arg, fingerprint in zip(args, before, strict=True):
@@ -195,6 +217,27 @@ def _run_cell(
     _set_environ(_environ_changes(dict(os.environ), worker_environ))  # the worker's own again
     outcome.stdout, outcome.stderr = out.getvalue(), err.getvalue()
     return outcome
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``fn(*args)``; where the args hold the notebook's futures, bound to this worker's client
+    and the task seceded from the worker's threads, as ``worker_client()`` does: a task that
+    waits for a future must not hold the thread that future's own task needs."""
+    from distributed import get_client, rejoin, secede
+    from distributed.client import futures_of
+
+    futures = [f for arg in args for f in futures_of(arg)]
+    if not futures:
+        return fn(*args)
+    client = get_client()
+    for future in futures:
+        future.bind_client(client)
+    client._inform_scheduler_of_futures()  # so that it tells this client when they finish
+    secede()
+    try:
+        return fn(*args)
+    finally:
+        rejoin()
 
 
 def _state_after(before: process_state.State) -> process_state.State:
@@ -344,6 +387,7 @@ def run(main: Callable[[], Any], scheduler: str | None = None) -> Any:
 
     global _environ_at_start
     _pending.clear()
+    _task_values.clear()
     _environ_at_start = dict(os.environ)
     try:
         if scheduler:

@@ -77,6 +77,16 @@ CASES: dict[str, tuple[tuple[str, ...], str]] = {
         ),
         "Writing notes.txt\nhello\n6\n",
     ),
+    # A notebook Future, alone or in a collection, reaches a task as a Future (the cluster's
+    # worker has one thread: the task must not hold it while it waits).
+    "future-stays-a-future": (
+        (
+            "from distributed import Client\nclient = Client()",
+            "f = client.submit(lambda: 41)\nfs = {'a': [f]}",
+            "%%task\nprint(f.result() + 1, fs['a'][0].result())",
+        ),
+        "42 41\n",
+    ),
 }
 
 
