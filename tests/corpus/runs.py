@@ -20,8 +20,9 @@ NOTEBOOKS = sorted((pathlib.Path(__file__).parent / "notebooks").glob("*.ipynb")
 _TIMING = [
     re.compile(r"^(CPU times|Wall time):.*$", re.M),
     re.compile(r"^.* ± .* per loop \(mean ± std\. dev\. of .*\)$", re.M),
-    re.compile(r"^The slowest run took .* times longer than the fastest\..*$", re.M),
 ]
+#: %timeit's note on runs that varied: printed or not as the machine's load has it, so dropped.
+_VARIED = re.compile(r"^The slowest run took .* times longer than the fastest\..*\n?", re.M)
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 #: Where a warning was raised: a cell's file name is the kernel's own (``/tmp/ipykernel_…``).
 _WARNED_AT = re.compile(r"^.+?:\d+: (\w+Warning: )", re.M)
@@ -142,6 +143,7 @@ def _outputs(outputs: list) -> list[tuple]:
 
 
 def _masked(text: str) -> str:
+    text = _VARIED.sub("", text)
     for pattern in _TIMING:
         text = pattern.sub("<timing>", text)
     text = _WARNED_AT.sub(r"<cell>: \1", text)
