@@ -38,6 +38,7 @@ from taskcell.planner.shapes import Arr
 from taskcell.planner.sizing import file_size, input_size
 from taskcell.runner.analysis import FileRead, analyze_cell
 from taskcell.runner.changes import is_data
+from taskcell.runner.remote_value import RemoteValue
 from taskcell.spec.amounts import show_bytes
 
 MiB = 1 << 20
@@ -220,8 +221,10 @@ def cell_input(
     path_names = {r.name for r in analysis.files if r.name}
     used = {n: namespace[n] for n in analysis.inputs if n in namespace and n not in path_names}
     values = {n: v for n, v in used.items() if is_data(v)}  # not code, nor a Dask graph
-    arrays = [n for n, v in values.items() if hasattr(v, "nbytes") or hasattr(v, "dtypes")]
-    shapes = {n: shape for n, v in values.items() if (shape := _value_shape(v)) is not None}
+    # A value kept on a worker is sized by what it says, never touched: that would fetch it.
+    here = {n: v for n, v in values.items() if not isinstance(v, RemoteValue)}
+    arrays = [n for n, v in here.items() if hasattr(v, "nbytes") or hasattr(v, "dtypes")]
+    shapes = {n: shape for n, v in here.items() if (shape := _value_shape(v)) is not None}
     work = recognize(source, arrays, _file_shapes(namespace), shapes)
     libraries = {m for m in analysis.imports if _third_party(m)}
     libraries |= {_package(v) for v in used.values() if _is_code(v)}
@@ -229,7 +232,7 @@ def cell_input(
     for name, value in values.items():
         nbytes = _value_size(value)
         libraries.add(type(value).__module__.partition(".")[0])
-        widen = _widening(getattr(value, "dtype", None))
+        widen = _widening(getattr(value, "dtype", None)) if name in here else 1.0
         inputs.append(
             Input(
                 what=name,
@@ -343,6 +346,8 @@ def _package(code: Any) -> str:
 
 
 def _value_size(value: Any) -> int:
+    if isinstance(value, RemoteValue):  # what it says: asking it more would fetch it
+        return value.nbytes
     try:
         return input_size(value)
     except Exception:  # any other object: Dask's estimate, as the runner ships it

@@ -132,3 +132,17 @@ def test_dask_graphs_a_cell_reads_are_not_sized_as_data():
         },
     )
     assert [i.what for i in found.inputs] == ["plain"]
+
+
+def test_a_value_kept_on_a_worker_is_sized_without_fetching_it():
+    """A ``RemoteValue`` counts its bytes as it says them; touching it (its shape, its dtype)
+    would bring it into the kernel."""
+    from taskcell.runner.remote_value import RemoteValue
+
+    class Unfetchable:
+        def result(self):
+            raise AssertionError("the remote value was fetched")
+
+    big = RemoteValue(Unfetchable(), "big", 2**30)  # type: ignore[arg-type]
+    found = cell_input("total = big.sum()", {"big": big})
+    assert [(i.what, i.size) for i in found.inputs] == [("big", 2**30)]
