@@ -176,3 +176,19 @@ def test_dask_in_a_cell_on_the_notebooks_in_process_client_is_refused_by_name(fr
     assert plain.status == "ok", plain.error_text
     assert fresh_kernel.value("square") == 49
     fresh_kernel.run("client.close()")
+
+
+def test_a_value_kept_on_the_worker_stays_there_for_the_next_cell(nb):
+    """A result over the threshold is a handle; the next cell reads it where it is, and the
+    kernel never brings it over (sizing the cell's inputs must not touch it)."""
+    nb.run("import dask\nsmall_threshold = dask.config.set({'taskcell.result-threshold': '1MiB'})")
+    try:
+        out = nb.run("%%task\nimport numpy as np\nkept_there = np.ones(2**20)")
+        assert out.status == "ok", out.error_text
+        assert nb.value("type(kept_there).__name__") == "RemoteValue"
+        out = nb.run("%%task\nkept_total = float(kept_there.sum())")
+        assert out.status == "ok", out.error_text
+        assert nb.value("kept_total") == 2**20
+        assert nb.value("kept_there._fetched") is False
+    finally:
+        nb.run("small_threshold.__exit__(None, None, None)")
