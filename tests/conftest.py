@@ -286,21 +286,24 @@ class Execution:
 
 
 def held_result(tmp_path) -> tuple[str, str, str]:
-    """A cell whose value pickles at once in its own process but, in the worker's, only once
-    a gate file exists: the kernel is then fetching its result. The cell, the file the worker
-    writes when it starts holding, and the gate."""
+    """A cell whose value pickles at once in its own process but, where its result is opened
+    (the kernel: the worker carries the result unopened), loads only once a gate file exists:
+    the kernel is then fetching its result. The cell, the file written when the load starts
+    holding, and the gate."""
     marker, gate = str(tmp_path / "holding"), str(tmp_path / "gate")
     code = textwrap.dedent(f"""
         %%task
         import os, time
+        def arrive():
+            if "TASKCELL_WORKER_NAME" not in os.environ:  # not a cell's process
+                open({marker!r}, "w").close()
+                deadline = time.monotonic() + 300
+                while not os.path.exists({gate!r}) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            return Held.__new__(Held)
         class Held:
             def __reduce__(self):
-                if "TASKCELL_WORKER_NAME" not in os.environ:  # the worker, not the cell's process
-                    open({marker!r}, "w").close()
-                    deadline = time.monotonic() + 300
-                    while not os.path.exists({gate!r}) and time.monotonic() < deadline:
-                        time.sleep(0.05)
-                return (Held, ())
+                return (arrive, ())
         held = Held()
         """).strip("\n")
     return code, marker, gate

@@ -20,6 +20,7 @@ size in memory, and the files it opens by a path it names (``open``, ``pd.read_*
 from __future__ import annotations
 
 import ast
+import contextlib
 import glob
 import io
 import math
@@ -36,6 +37,7 @@ from taskcell.planner.expansion import SAMPLE, expansion, file_format, text_op_b
 from taskcell.planner.recognize import CellWork, Holding, Read, TextOp, read_call, recognize
 from taskcell.planner.shapes import Arr
 from taskcell.planner.sizing import file_size, input_size
+from taskcell.runner import crossing
 from taskcell.runner.analysis import FileRead, analyze_cell
 from taskcell.runner.changes import is_data
 from taskcell.runner.remote_value import RemoteValue
@@ -348,12 +350,10 @@ def _package(code: Any) -> str:
 def _value_size(value: Any) -> int:
     if isinstance(value, RemoteValue):  # what it says: asking it more would fetch it
         return value.nbytes
-    try:
-        return input_size(value)
-    except Exception:  # any other object: Dask's estimate, as the runner ships it
-        from dask.sizeof import sizeof
-
-        return int(sizeof(value))
+    if hasattr(value, "dtypes") or hasattr(value, "nbytes"):  # a frame, an array: what it holds
+        with contextlib.suppress(Exception):
+            return input_size(value)
+    return crossing.size_of(value)  # a number is a value here, not a count of bytes
 
 
 def _paths(read: FileRead, namespace: Mapping[str, Any]) -> list[str]:

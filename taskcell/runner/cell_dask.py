@@ -106,15 +106,20 @@ def uses_dask(analysis: CellAnalysis, source: str, inputs: Iterable[Any]) -> boo
     that computes."""
     if _DASK_MODULES.intersection(analysis.imports) or _DASK_WORDS.search(source):
         return True
-    return any(_is_dask(value) for value in inputs)
+    seen: set[int] = set()
+    return any(_is_dask(value, seen) for value in inputs)
 
 
-def _is_dask(value: Any) -> bool:
+def _is_dask(value: Any, seen: set[int]) -> bool:
+    """Whether ``value`` is or holds a Dask object (in its first 100 items, each container
+    looked at once: one may hold itself)."""
     if type(value).__module__.partition(".")[0] in _DASK_MODULES:
         return True
-    if isinstance(value, (list, tuple, set)):
-        return any(_is_dask(v) for v in itertools.islice(value, 100))
-    if isinstance(value, dict):
-        return any(_is_dask(v) for v in itertools.islice(value.values(), 100))
+    if isinstance(value, (list, tuple, set, dict)):
+        if id(value) in seen:
+            return False
+        seen.add(id(value))
+        items = value.values() if isinstance(value, dict) else value
+        return any(_is_dask(v, seen) for v in itertools.islice(items, 100))
     code = getattr(value, "__code__", None)
     return code is not None and bool(_DASK_WORDS.search(" ".join(code.co_names)))

@@ -32,7 +32,7 @@ from taskcell.errors import (
     user_error,
     worker_lost,
 )
-from taskcell.runner import bounded, events, process_state
+from taskcell.runner import bounded, crossing, events, process_state
 from taskcell.runner.analysis import analyze_cell
 from taskcell.runner.cell_dask import uses_dask
 from taskcell.runner.cell_magics import check_magics
@@ -40,6 +40,7 @@ from taskcell.runner.closure import function_globals, is_notebook_defined
 from taskcell.runner.crossing import (
     BUNDLE,
     SEAL_THRESHOLD,
+    Returned,
     Sealed,
     guard_classes,
     seal,
@@ -104,6 +105,8 @@ class Submission:
     submitted_at: float = field(default_factory=time.monotonic)
     status_at: float = 0.0  #: when its status was last shown
     done_at: float = 0.0  #: when its future was first seen done
+    #: The objects it was sent: what the cell left as it was comes back as them.
+    expected: crossing.Expected | None = None
 
 
 def submit_cell(
@@ -143,9 +146,11 @@ def submit_cell(
         clients=inputs.clients,
         uses_dask=dask_used,
         memory_limit=request.memory.limit if request.memory is not None else None,
+        result_threshold=_threshold(),
         state=process_state.capture(),
     )
     record = TaskRecord(key=key, cell=name, request=request, source=cell.body)
+    expected = crossing.expect(key, inputs.parts)
     inbox = events.listen(client, key)
     future = client.submit(
         run_cell, job, inputs.remote, key=key, resources=placement.resources or None, pure=False
@@ -161,6 +166,7 @@ def submit_cell(
         capable=len(placement.workers),
         sent=Sent(inputs.objects, analysis.deleted),
         events=inbox,
+        expected=expected,
     )
 
 
@@ -191,6 +197,8 @@ class _Inputs:
 
     sealed: Sealed | None = None
     remote: dict[str, Any] = field(default_factory=dict)
+    #: What was sealed, by part (a large input's name, or ``BUNDLE``).
+    parts: dict[str, Sealed] = field(default_factory=dict)
     same: dict[str, str] = field(default_factory=dict)
     clients: tuple[str, ...] = ()
     objects: dict[str, Any] = field(default_factory=dict)
@@ -247,10 +255,11 @@ def _seal(
         sealed = _sealed({name: value}, namespace)
         if sealed.nbytes > SEAL_THRESHOLD:
             into.remote[name] = _kept.future(client, name, value, sealed)
+            into.parts[name] = sealed
         else:
             together[name] = value
     _kept.forget_rebound(namespace)
-    sealed = _sealed(together, namespace)
+    sealed = into.parts[BUNDLE] = _sealed(together, namespace)
     if sealed.nbytes > SEAL_THRESHOLD:
         into.remote[BUNDLE] = _scattered(client, sealed)
     else:
@@ -532,7 +541,7 @@ def _fetched(client: Client, sub: Submission) -> CellResult:
     large = {n: size for n, size in (sub.sizes or {}).items() if size > threshold}
     changed = {n: s for n, s in sub.changed_sizes.items() if s > threshold and n in remote}
     if not large and not changed:
-        return sub.future.result()
+        return _opened(sub.future.result())
     small = client.submit(_without, sub.future, set(large), set(changed), pure=False).result()
     outputs = {n: _left_there(client, sub.future, "outputs", n, size) for n, size in large.items()}
     kept = {n: _left_there(client, sub.future, "changed", n, size) for n, size in changed.items()}
@@ -545,7 +554,12 @@ def _left_there(client: Client, cell: Future, part: str, name: str, size: int) -
     return RemoteValue(client.submit(_pick, cell, part, name, pure=False), name, size)
 
 
-def _without(result: CellResult, outputs: set[str], changed: set[str]) -> CellResult:
+def _opened(returned: Returned) -> CellResult:
+    return dataclasses.replace(returned.open(), worker=returned.worker)
+
+
+def _without(returned: Returned, outputs: set[str], changed: set[str]) -> CellResult:
+    result = _opened(returned)
     return dataclasses.replace(
         result,
         outputs={n: v for n, v in result.outputs.items() if n not in outputs},
@@ -553,8 +567,8 @@ def _without(result: CellResult, outputs: set[str], changed: set[str]) -> CellRe
     )
 
 
-def _pick(result: CellResult, part: str, name: str) -> Any:
-    return getattr(result, part)[name]
+def _pick(returned: Returned, part: str, name: str) -> Any:
+    return getattr(returned.open(), part)[name]
 
 
 def print_stream(name: str, text: str) -> None:

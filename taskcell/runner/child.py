@@ -10,7 +10,10 @@ Messages both ways are tuples over one socket (see :mod:`taskcell.runner.wire`):
 ``("stream", name, text)``, ``("display", event)`` (see :mod:`taskcell.runner.cell_shell`),
 ``("clear", wait)``, ``("started",)`` (the cell's code runs: an interrupt may come) and
 ``("secede",)`` (the cell will wait on the cluster: give its thread back) messages, then one
-of ``("done", CellResult)``, ``("error", traceback_text, type_name)``, ``("input-error",
+of ``("done", Returned, Usage, sizes, changed_sizes)`` (the
+:class:`~taskcell.runner.job.CellResult` pickled, as
+:class:`~taskcell.runner.crossing.Returned`, with what its worker reads of it), ``("error",
+traceback_text, type_name)``, ``("input-error",
 message)`` or ``("interrupted",)``.
 """
 
@@ -178,17 +181,25 @@ def _evaluated(code: Any, namespace: dict[str, Any]) -> Any:
     return value
 
 
-def _inputs(job: CellJob, namespace: dict[str, Any]) -> dict[str, Any]:
+def _inputs(
+    job: CellJob, namespace: dict[str, Any], noted: dict[str, tuple[str, dict[int, Any]]]
+) -> dict[str, Any]:
     """The cell's inputs by name, their notebook functions reading ``namespace``; names the
-    notebook bound to one object share it here."""
+    notebook bound to one object share it here. ``noted`` takes, by name, the part it came in
+    and the objects made for it (:meth:`~taskcell.runner.crossing.Sealed.open`)."""
     crossing.begin_cell()
+    parts = {crossing.BUNDLE: job.sealed} if job.sealed is not None else {}
+    inputs = {}
+    for name, value in job.inputs.items():
+        if isinstance(value, crossing.Sealed):
+            parts[name] = value
+        else:
+            inputs[name] = value
     with crossing.receiving(namespace):
-        inputs = job.sealed.open() if job.sealed is not None else {}
-        for name, value in job.inputs.items():
-            if isinstance(value, crossing.Sealed):
-                inputs.update(value.open())
-            else:
-                inputs[name] = value
+        for part, sealed in parts.items():
+            made: dict[str, dict[int, Any]] = {}
+            inputs.update(sealed.open(made))
+            noted.update((name, (part, objects)) for name, objects in made.items())
     for name, same in job.same.items():
         inputs[name] = inputs[same]
     return inputs
@@ -199,8 +210,9 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     process_state.apply(job.state)  # sys.path first: the inputs may need it to load
     dask_client = cell_dask.client(lambda: outbox.send(("secede",))) if job.uses_dask else None
     namespace: dict[str, Any] = {"__name__": "__main__"}
+    noted: dict[str, tuple[str, dict[int, Any]]] = {}
     try:
-        inputs = _inputs(job, namespace)
+        inputs = _inputs(job, namespace, noted)
     except InputError as e:
         return ("input-error", str(e))
     if dask_client is not None:
@@ -243,12 +255,28 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
         gpu_memory=gpu_memory,
     )
     result = _result(job, namespace, there, snapshot, value, usage, dask_client)
-    return (
-        "done",
-        dataclasses.replace(
-            result, environ=environ_changes, definitions=definitions.changed() or None
-        ),
+    result = dataclasses.replace(
+        result, environ=environ_changes, definitions=definitions.changed() or None
     )
+    sizes = {n: crossing.size_of(v) for n, v in result.outputs.items()}
+    changed_sizes = {n: crossing.size_of(v) for n, v in result.changed.items()}
+    refs = crossing.References()
+    if max([*sizes.values(), *changed_sizes.values()], default=0) <= job.result_threshold:
+        # Only data: code's parts (a function's defaults) may have changed unseen.
+        data = [n for n in noted if n in snapshot.objects]
+        left = [n for n in data if n not in result.changed]
+        refs = crossing.references(job.key, noted, left, [n for n in data if n not in left])
+    return ("done", _returned(result, refs), usage, sizes, changed_sizes)
+
+
+def _returned(result: CellResult, refs: crossing.References) -> crossing.Returned:
+    """``result`` as it crosses back: what the cell received and left as it was, as references
+    to the notebook's own objects (none where a value stays on the worker, over the kernel's
+    threshold, where a later cell reads it); what cannot be pickled, named and left out."""
+    try:
+        return crossing.Returned.of(result, refs)
+    except Exception:
+        return crossing.Returned.of(_sendable(result), refs)
 
 
 def _environ() -> dict[bytes, bytes]:
@@ -380,12 +408,7 @@ def serve(channel: Channel, warming: threading.Thread | None = None) -> None:
             reply = run(job, outbox, channel.written)
         except KeyboardInterrupt:
             reply = ("interrupted",)
-        try:
-            outbox.send(reply)
-        except Exception:  # a value that cannot be pickled: the others still go
-            if reply[0] != "done":
-                raise
-            outbox.send(("done", _sendable(reply[1])))
+        outbox.send(reply)
         del job, reply  # the next cell's peak memory must not hold this one's values
         release()  # while no cell waits: the next one need not pay for it
 

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import io
 import pickle
+import sys
 import threading
 import types
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import cloudpickle
@@ -44,6 +46,10 @@ from taskcell.runner.descriptors import Pickler
 SEAL_THRESHOLD = 1 << 20
 #: The name a cell's inputs sealed together travel under, when they are sent ahead too.
 BUNDLE = ""
+#: Pickles (in band) up to this size note which object each memo index stands for, on both
+#: sides, so that what a cell received and left as it was comes back as the notebook's own
+#: object; beyond it, noting would cost more than sending the value.
+NOTE_LIMIT = 1 << 20
 
 _local = threading.local()
 _MISSING = object()
@@ -54,15 +60,23 @@ class Sealed:
     buffers. Dask moves it as it is; only :meth:`open` in the cell's process makes the values
     again."""
 
-    __slots__ = ("buffers", "kinds", "names", "payload")
+    __slots__ = ("buffers", "kinds", "names", "objects", "payload")
 
     def __init__(
-        self, names: tuple[str, ...], kinds: tuple[str, ...], payload: bytes, buffers: list[Any]
+        self,
+        names: tuple[str, ...],
+        kinds: tuple[str, ...],
+        payload: bytes,
+        buffers: list[Any],
+        objects: dict[int, Any] | None = None,
     ) -> None:
         self.names = names
         self.kinds = kinds  #: the type name of each value, for an error that names it
         self.payload = payload
         self.buffers = buffers
+        #: In the kernel only (it never travels): the object each memo index of the pickle
+        #: stands for, where the pickle is small enough to note them (:data:`NOTE_LIMIT`).
+        self.objects = objects or {}
 
     @property
     def nbytes(self) -> int:
@@ -83,13 +97,16 @@ class Sealed:
         """This, its buffers copied: Dask may send a task's arguments after ``submit`` returns,
         and the notebook may change its arrays by then (a background cell)."""
         # bytearray, not bytes: a buffer pickled read-only is rebuilt read-only in the cell
-        return Sealed(self.names, self.kinds, self.payload, [bytearray(b) for b in self.buffers])
+        buffers = [bytearray(b) for b in self.buffers]
+        return Sealed(self.names, self.kinds, self.payload, buffers, self.objects)
 
-    def open(self) -> dict[str, Any]:
+    def open(self, noted: dict[str, dict[int, Any]] | None = None) -> dict[str, Any]:
         """The values by name, rebuilt in order (in the cell's process, inside
-        :func:`receiving`); InputError names one that cannot be."""
+        :func:`receiving`); InputError names one that cannot be. ``noted`` takes, by name, the
+        objects first made for that value, by memo index (where :data:`NOTE_LIMIT` allows)."""
         unpickler = pickle.Unpickler(io.BytesIO(self.payload), buffers=self.buffers)
-        values = {}
+        note = noted is not None and len(self.payload) <= NOTE_LIMIT
+        values, made = {}, 0
         for name, kind in zip(self.names, self.kinds, strict=True):
             try:
                 values[name] = unpickler.load()
@@ -99,11 +116,38 @@ class Sealed:
                     f"notebook but does not load there ({type(e).__name__}: {e}). Create it "
                     f"inside the %%task cell instead."
                 ) from None
+            if note:
+                memo = unpickler.memo.copy()
+                noted[name] = {i: obj for i, obj in memo.items() if i >= made}  # type: ignore[index]
+                made = len(memo)
         return values
 
     def __reduce_ex__(self, protocol: Any) -> tuple:
-        buffers = [pickle.PickleBuffer(b) for b in self.buffers]
+        buffers = _out_of_band(self.buffers, protocol)
         return (Sealed, (self.names, self.kinds, self.payload, buffers))
+
+
+def size_of(value: Any) -> int:
+    """What ``value`` holds in bytes: Dask's estimate, or, for a value Dask's recursion cannot
+    size (one that holds itself), its pickle with large buffers counted, never copied."""
+    from dask.sizeof import sizeof
+
+    with contextlib.suppress(Exception):
+        return int(sizeof(value))
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    except Exception:  # it cannot travel either: the cell names it
+        return sys.getsizeof(value)
+    return len(data) + sum(b.raw().nbytes for b in buffers)
+
+
+def _out_of_band(buffers: list[Any], protocol: int) -> list[Any]:
+    """``buffers`` to pickle out of band where the protocol can (5; Dask's scheduler relays
+    with 4), else copied in band."""
+    if protocol >= 5:
+        return [pickle.PickleBuffer(b) for b in buffers]
+    return [bytearray(b) for b in buffers]
 
 
 # --- going out: the kernel ------------------------------------------------------------------
@@ -124,7 +168,47 @@ def _token(func: types.FunctionType) -> str:
     return token
 
 
-class CellPickler(Pickler):
+class ValuePickler(Pickler):
+    """cloudpickle's pickler, a class pickled by value made with its ``__slots__``: cloudpickle
+    sets them after making the class, which makes no slots, so its instances would come back
+    with a ``__dict__`` that the notebook's class lacks (and fail to load there)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if getattr(obj, "__code__", None) is _SINGLEDISPATCH:  # its cache holds weak references
+            return (_singledispatch, (obj.__wrapped__, dict(obj.registry)))
+        reduced = super().reducer_override(obj)
+        if (
+            isinstance(obj, type)
+            and "__slots__" in vars(obj)
+            and isinstance(reduced, tuple)
+            and reduced[0] is _cp._make_skeleton_class
+        ):
+            kind, name, bases, type_kwargs, *more = reduced[1]
+            made = (kind, name, bases, {**type_kwargs, "__slots__": vars(obj)["__slots__"]}, *more)
+            reduced = (reduced[0], made, *reduced[2:])
+        return reduced
+
+
+#: The code of every ``functools.singledispatch`` wrapper.
+_SINGLEDISPATCH = getattr(functools.singledispatch(repr), "__code__", None)
+
+
+def _singledispatch(func: Any, registry: dict[type, Any]) -> Any:
+    dispatcher = functools.singledispatch(func)
+    for cls, implementation in registry.items():
+        if cls is not object:
+            dispatcher.register(cls, implementation)
+    return dispatcher
+
+
+def dumps(value: Any, buffer_callback: Callable[[pickle.PickleBuffer], Any]) -> bytes:
+    """``value`` pickled by :class:`ValuePickler` (protocol 5, buffers to ``buffer_callback``)."""
+    stream = io.BytesIO()
+    ValuePickler(stream, protocol=5, buffer_callback=buffer_callback).dump(value)
+    return stream.getvalue()
+
+
+class CellPickler(ValuePickler):
     """Pickles the notebook's values for a cell.
 
     A function whose globals are the notebook's (``namespace``) travels without them and reads
@@ -203,6 +287,10 @@ def _view_reduce(view: Any, root: Any) -> tuple:
     return (_view, (root, view.dtype, view.shape, view.strides, offset))
 
 
+def _view_of(ref: tuple, dtype: Any, shape: tuple, strides: tuple, offset: int) -> Any:
+    return _view(_received(*ref), dtype, shape, strides, offset)
+
+
 def _view(root: Any, dtype: Any, shape: tuple, strides: tuple, offset: int) -> Any:
     import numpy as np
 
@@ -248,7 +336,11 @@ def seal(values: Mapping[str, Any], namespace: Mapping[str, Any]) -> Sealed:
             e.input_name = name  # type: ignore[attr-defined]
             raise
     kinds = tuple(type(v).__name__ for v in values.values())
-    return Sealed(tuple(values), kinds, stream.getvalue(), [b.raw() for b in pickler.buffers])
+    payload = stream.getvalue()
+    objects = {}
+    if len(payload) <= NOTE_LIMIT:
+        objects = {index: obj for index, obj in pickler.memo.copy().values()}
+    return Sealed(tuple(values), kinds, payload, [b.raw() for b in pickler.buffers], objects)
 
 
 @contextlib.contextmanager
@@ -313,6 +405,158 @@ def _notebook_class_setstate(cls: type, state: Any) -> type:
 
 def _cached(func: Any, maxsize: int | None, typed: bool) -> Any:
     return functools.lru_cache(maxsize=maxsize, typed=typed)(func)
+
+
+# --- coming back: what the cell received and left as it was -------------------------------
+
+
+@dataclass(frozen=True)
+class References:
+    """What a cell's result sends as references to the notebook's objects (in the cell's
+    process): ``objects``, by id, the reference to each object the cell received and left as
+    it was, with the object (kept alive while its id stands for it); ``arrays``, the numpy
+    arrays it received, changed or not, with their references, by the id of the array that
+    owns their memory (numpy's ``base`` of a view skips an array that does not own its memory,
+    as one that arrived does not)."""
+
+    objects: dict[int, tuple[tuple, Any]] = field(default_factory=dict)
+    arrays: dict[int, list[tuple[tuple, Any]]] = field(default_factory=dict)
+
+
+class _ReturningPickler(ValuePickler):
+    """A cell's result: what the cell received and left as it was goes as a reference to the
+    notebook's object, a numpy view of an array it received as a view of the notebook's
+    array (:class:`References`)."""
+
+    def __init__(self, file: Any, refs: References, **kwargs: Any) -> None:
+        super().__init__(file, protocol=5, **kwargs)
+        self.refs = refs
+
+    def persistent_id(self, obj: Any) -> tuple | None:
+        ref = self.refs.objects.get(id(obj))
+        return ref[0] if ref is not None else None
+
+    def reducer_override(self, obj: Any) -> Any:
+        if self.refs.arrays and _is_ndarray(obj) and obj.base is not None:
+            for ref, received in self.refs.arrays.get(id(_root(obj)), ()):
+                if received is not obj and _within(obj, received):
+                    return (_view_of, (ref, *_view_reduce(obj, received)[1][1:]))
+        return super().reducer_override(obj)
+
+
+def _within(view: Any, array: Any) -> bool:
+    """Whether all of ``view``'s memory lies in ``array``'s."""
+    low, high = _bounds(view)
+    start, end = _bounds(array)
+    return start <= low and high <= end
+
+
+def _bounds(array: Any) -> tuple[int, int]:
+    """The first and past-the-last byte addresses ``array`` reads, whatever its strides."""
+    low = high = array.__array_interface__["data"][0]
+    if array.size == 0:
+        return low, low
+    for n, stride in zip(array.shape, array.strides, strict=True):
+        if stride < 0:
+            low += (n - 1) * stride
+        else:
+            high += (n - 1) * stride
+    return low, high + array.itemsize
+
+
+class Returned:
+    """A cell's result as it crosses back: pickled in the cell's process, carried by the worker
+    and Dask as it is, opened where it is read. In the kernel, references to what the cell
+    received and left as it was open as the notebook's own objects (:func:`expect`); a result
+    opened on the worker (a value that stays there) holds none (:func:`unchanged`)."""
+
+    __slots__ = ("_opened", "buffers", "payload", "worker")
+
+    def __init__(self, payload: bytes, buffers: list[Any], worker: str = "") -> None:
+        self.payload = payload
+        self.buffers = buffers
+        self.worker = worker  #: the address of the worker it ran on
+        self._opened: Any = _MISSING
+
+    @classmethod
+    def of(cls, value: Any, refs: References) -> Returned:
+        """``value`` pickled, with ``refs`` as references (:func:`references`)."""
+        stream = io.BytesIO()
+        buffers: list[pickle.PickleBuffer] = []
+        _ReturningPickler(stream, refs, buffer_callback=buffers.append).dump(value)
+        return cls(stream.getvalue(), [b.raw() for b in buffers])
+
+    def open(self) -> Any:
+        """The value (made once)."""
+        if self._opened is _MISSING:
+            unpickler = pickle.Unpickler(io.BytesIO(self.payload), buffers=self.buffers)
+            unpickler.persistent_load = lambda ref: _received(*ref)  # type: ignore[method-assign]
+            self._opened = unpickler.load()
+        return self._opened
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        return (Returned, (self.payload, _out_of_band(self.buffers, protocol), self.worker))
+
+
+class Expected:
+    """In the kernel, the objects a cell was sent, by part and memo index: while its
+    submission holds this, references the cell sends back load as the notebook's own objects
+    (elsewhere they cannot open)."""
+
+    __slots__ = ("__weakref__", "objects")
+
+    def __init__(self, objects: dict[tuple[str, int], Any]) -> None:
+        self.objects = objects
+
+
+_expected: weakref.WeakValueDictionary[str, Expected] = weakref.WeakValueDictionary()
+
+
+def expect(cell: str, parts: Mapping[str, Sealed]) -> Expected:
+    """What the cell ``cell`` was sent as ``parts`` (part name -> sealed), known until the
+    returned object is let go."""
+    objects = {(p, i): obj for p, sealed in parts.items() for i, obj in sealed.objects.items()}
+    expected = _expected[cell] = Expected(objects)
+    return expected
+
+
+def _received(cell: str, part: str | None, index: Any) -> Any:
+    sent = _expected.get(cell)
+    if sent is None:
+        raise pickle.UnpicklingError(f"the result of {cell} refers to objects the kernel sent")
+    return _functions[index] if part is None else sent.objects[(part, index)]
+
+
+def references(
+    cell: str,
+    noted: Mapping[str, tuple[str, dict[int, Any]]],
+    unchanged: Iterable[str],
+    changed: Iterable[str],
+) -> References:
+    """In the cell's process: the references its result sends (:class:`References`) to the
+    notebook functions it received (what a call changes of them comes apart:
+    :class:`DefinitionsSnapshot`), to the objects first made for the inputs ``unchanged``
+    (and so all they hold), and to the arrays of those and of ``changed`` (whose new values
+    the notebook's arrays take in place), from ``noted`` (name -> its part and its objects by
+    memo index, as :meth:`Sealed.open` noted them)."""
+    refs = References({id(f): ((cell, None, token), f) for f, token in _cell_functions.values()})
+    for name in unchanged:
+        part, objects = noted[name]
+        refs.objects.update(
+            (id(obj), ((cell, part, index), obj))
+            for index, obj in objects.items()
+            if not _is_code(obj)  # found by name (a reduction calls it), or by its token
+        )
+    for name in [*unchanged, *changed]:
+        part, objects = noted[name]
+        for index, obj in objects.items():
+            if _is_ndarray(obj):
+                refs.arrays.setdefault(id(_root(obj)), []).append(((cell, part, index), obj))
+    return refs
+
+
+def _is_code(obj: Any) -> bool:
+    return isinstance(obj, (type, types.ModuleType)) or inspect.isroutine(obj)
 
 
 # --- what a cell changed in the notebook's definitions ------------------------------------

@@ -41,8 +41,39 @@ class Updates:
         return _update(old, new, self._memo, 0) is old
 
     def resolved(self, new: Any) -> Any:
-        """The notebook's object ``new`` was matched with, or ``new`` itself."""
-        return self._memo.get(id(new), new)
+        """The notebook's object ``new`` was matched with, or ``new`` itself, its parts that
+        were matched replaced by the notebook's (``k = Node(parent=kid)``, ``kid`` changed)."""
+        if id(new) in self._memo:
+            return self._memo[id(new)]
+        if self._memo:
+            _replace_parts(new, self._memo, set(), 0)
+        return new
+
+
+def _replace_parts(value: Any, memo: dict[int, Any], seen: set[int], depth: int) -> None:
+    """Put the notebook's object where ``value`` (a new object) holds one matched with it,
+    through the containers and objects :func:`_update` changes in place."""
+    if depth > _DEPTH or id(value) in seen or not _is_part_kept(value) or _is_ndarray(value):
+        return
+    seen.add(id(value))
+    if isinstance(value, (list, collections.deque)):
+        slots: Any = enumerate(list(value))
+    elif isinstance(value, dict):
+        slots = list(value.items())
+    elif isinstance(value, (tuple, set)):  # their parts may hold one; they keep their own
+        for part in value:
+            _replace_parts(part, memo, seen, depth + 1)
+        return
+    elif hasattr(value, "__dict__"):
+        value = vars(value)
+        slots = list(value.items())
+    else:
+        return
+    for key, part in slots:
+        if id(part) in memo:
+            value[key] = memo[id(part)]
+        else:
+            _replace_parts(part, memo, seen, depth + 1)
 
 
 def _update(old: Any, new: Any, memo: dict[int, Any], depth: int) -> Any:
@@ -82,7 +113,11 @@ def _update_by_type(old: Any, new: Any, memo: dict[int, Any], depth: int) -> boo
         old.extend(items)
         return True
     if isinstance(old, dict):
-        entries = {k: _update(old[k], v, memo, depth) if k in old else v for k, v in new.items()}
+        keys = {k: k for k in old}  # an equal key stays the notebook's own key object
+        entries = {
+            keys.get(k, k): _update(old[k], v, memo, depth) if k in old else v
+            for k, v in new.items()
+        }
         old.clear()
         old.update(entries)
         if isinstance(old, collections.defaultdict):
@@ -90,8 +125,10 @@ def _update_by_type(old: Any, new: Any, memo: dict[int, Any], depth: int) -> boo
         _update_attributes(old, new, memo, depth)
         return True
     if isinstance(old, set):
+        members = {m: m for m in old}  # an equal member stays the notebook's own object
+        kept = [members.get(m, m) for m in new]
         old.clear()
-        old.update(new)
+        old.update(kept)
         return True
     if isinstance(old, bytearray):
         old[:] = new

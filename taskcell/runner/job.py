@@ -62,6 +62,8 @@ class CellJob:
     count: int = 0
     #: The memory its process may hold: its request's limit (the request where none is given).
     memory_limit: int | None = None
+    #: Outputs larger than this stay on the worker (``taskcell.result-threshold``).
+    result_threshold: int = 0
 
 
 class Shown:

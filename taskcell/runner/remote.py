@@ -15,14 +15,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import dask.config
-from dask.sizeof import sizeof
 from distributed import get_worker, secede
 from distributed.utils import sync
 
+from taskcell import config
 from taskcell.errors import CellError, CellInterrupted, ClusterError, InputError, worker_lost
-from taskcell.runner.crossing import Sealed
-from taskcell.runner.job import CellJob, CellResult
+from taskcell.runner.crossing import Returned, Sealed
+from taskcell.runner.job import CellJob
 from taskcell.runner.processes import CellProcess, CellProcesses, MemoryWatch, worker_devices
 from taskcell.runner.wire import into_segments
 from taskcell.spec import Resources
@@ -61,8 +60,9 @@ def _worker_environ(worker) -> dict[str, str]:
     }
 
 
-def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
-    """Run ``job`` in a cell process of this worker (the task Dask executes)."""
+def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> Returned:
+    """Run ``job`` in a cell process of this worker (the task Dask executes); its result as
+    the cell process pickled it, opened where it is read."""
     worker = get_worker()
     _count_start(worker, job)
     for value in remote_inputs.values():
@@ -103,17 +103,17 @@ def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> CellResult:
         else:
             report(kind="failed", error=str(failure))
         raise failure
-    result: CellResult = reply[1]
-    peak = result.usage.peak_memory
-    if limit and peak is not None and peak > limit:
-        raise _over_limit(report, peak, limit, at_least=False)
+    _, returned, usage, sizes, changed_sizes = reply
+    if limit and usage.peak_memory is not None and usage.peak_memory > limit:
+        raise _over_limit(report, usage.peak_memory, limit, at_least=False)
     report(
         kind="finished",
-        sizes={name: sizeof(v) for name, v in result.outputs.items()},
-        changed_sizes={name: sizeof(v) for name, v in result.changed.items()},
-        usage=dataclasses.asdict(result.usage),
+        sizes=sizes,
+        changed_sizes=changed_sizes,
+        usage=dataclasses.asdict(usage),
     )
-    return dataclasses.replace(result, worker=worker.address)
+    returned.worker = worker.address
+    return returned
 
 
 def cell_limit(worker: Any, job: CellJob) -> int | None:
@@ -121,7 +121,7 @@ def cell_limit(worker: Any, job: CellJob) -> int | None:
     the request where no limit is given), else the ``MEMORY`` its task was placed with,
     unless ``taskcell.enforce-memory`` in Dask's config is False; None where it asked for
     none."""
-    if not dask.config.get("taskcell.enforce-memory", True):
+    if not config.flag("enforce-memory"):
         return None
     if job.memory_limit is not None:
         return job.memory_limit
@@ -134,8 +134,6 @@ def cell_limit(worker: Any, job: CellJob) -> int | None:
 def smallest_rung(peak: int) -> str:
     """The smallest preset without accelerators whose memory holds ``peak`` with
     :data:`MARGIN` to spare, as ``m2g (2 GiB)``; the request itself where none does."""
-    from taskcell import config
-
     need = math.ceil(peak * MARGIN)
     fits = [
         (p.memory.request, float(p.cpu.request) if p.cpu else 0.0, name)

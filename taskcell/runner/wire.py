@@ -32,7 +32,7 @@ import threading
 import weakref
 from typing import Any
 
-import cloudpickle
+from taskcell.runner import crossing
 
 #: Buffers at least this large travel as shared memory where they can.
 SHARE_MIN = 1 << 20
@@ -245,7 +245,7 @@ class Channel:
     def send(self, message: Any) -> None:
         """Send ``message``: a header with any segments, the pickle, then the other buffers."""
         buffers: list[pickle.PickleBuffer] = []
-        payload = cloudpickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+        payload = crossing.dumps(message, buffers.append)
         raws = [b.raw() for b in buffers]
         fds: list[int] = []
         made: list[int] = []  # segments made for this message, closed once sent

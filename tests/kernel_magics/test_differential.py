@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from differential import Example, Pair, check
+from differential import PRELUDE, Example, Pair, Seen, check
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -610,3 +610,228 @@ def test_a_change_through_a_view_shows_in_its_base(pair):
         ),
         refusal_allowed=False,
     )
+
+
+# --- Shapes met outside the generator, one fixed example each -----------------------------
+
+#: name -> (setup, task cell, later plain cell): values and operations a notebook holds that
+#: the vocabulary above does not make (slots, cycles, structured arrays, inputs put in new
+#: containers, views of inputs, partials, keys and members of equal value, trees whose nodes
+#: point at their parents), each compared by the probe like a generated example.
+SHAPES = {
+    "inputs_in_new_containers": (
+        "a = [1]\nb = {'x': a, 't': (1, 2)}\narr = np.arange(10.0)\n"
+        "def add(x, y): return x + y\nclass K: pass\nk = K()",
+        "pair = [a, b]\nt = b['t']\nv = arr[2:5]\np = functools.partial(add, 1)\nkk = {'k': k}",
+        "print(pair[0] is a, pair[1] is b, t is b['t'], v.base is arr, p.func is add)",
+    ),
+    "tree_with_parents": (
+        "class Node:\n"
+        "    def __init__(self, parent=None):\n"
+        "        self.parent, self.children = parent, []\n"
+        "        if parent: parent.children.append(self)\n"
+        "root = Node()\nkid = Node(root)",
+        "k2 = Node(kid)\nkid.name = 'kid'\nloop = [1]\nloop.append(loop)",
+        "print(k2.parent is kid, kid.children[0] is k2, loop[1] is loop, kid.name)",
+    ),
+    "slots": (
+        (
+            "class P:\n"
+            "    __slots__ = ('x', 'y')\n"
+            "    def __init__(self): self.x, self.y = 1, [2]\n"
+            "p = P()"
+        ),
+        "p.x = 5\np.y.append(3)\nq = p",
+        "print(p.x, p.y, q is p)",
+    ),
+    "cycle": (
+        "a = []\na.append(a)\nd = {'self': None}\nd['self'] = d",
+        "a.append(1)\nd['n'] = 2\ne = d['self']",
+        "print(len(a), a[0] is a, e is d)",
+    ),
+    "defaultdict": (
+        "dd = collections.defaultdict(lambda: [0])",
+        "dd['a'].append(1)\nx = dd['b']",
+        "print(dict(dd), dd['c'])",
+    ),
+    "ordered": (
+        "od = collections.OrderedDict(a=1, b=2, c=3)",
+        "od.move_to_end('a')\nod['d'] = 4",
+        "print(list(od))",
+    ),
+    "df_newcol": (
+        "df = pd.DataFrame({'a': [1, 2, 3], 's': ['x', 'y', None]})",
+        "df['b'] = df['a'] * 2\ndf.loc[0, 's'] = 'z'\ndf.attrs['k'] = 1",
+        "print(df, df.attrs)",
+    ),
+    "structured": (
+        "sa = np.zeros(3, dtype=[('a', 'i4'), ('b', 'f8')])",
+        "sa['a'][1] = 7\nsa[2]['b'] = 1.5\nv = sa['a']",
+        "print(sa, v.base is sa)",
+    ),
+    "global_fn": (
+        "counter = 0\ndef bump():\n    global counter\n    counter += 1\n    return counter",
+        "bump()\nbump()\nr = bump()",
+        "print(counter, r, bump())",
+    ),
+    "enum": (
+        "class Color(enum.Enum):\n    RED = 1\n    BLUE = 2",
+        "c = Color.RED\nm = {Color.BLUE: 'b'}",
+        "print(c is Color.RED, m[Color.BLUE], type(c) is Color)",
+    ),
+    "nonlocal": (
+        (
+            "def make():\n"
+            "    n = 0\n"
+            "    def inc():\n"
+            "        nonlocal n\n"
+            "        n += 1\n"
+            "        return n\n"
+            "    return inc\n"
+            "inc = make()"
+        ),
+        "inc()\nk = inc()",
+        "print(k, inc())",
+    ),
+    "classattr_rebind": (
+        (
+            "class Config:\n"
+            "    debug = False\n"
+            "    opts = {}\n"
+            "    @classmethod\n"
+            "    def on(cls): cls.debug = True"
+        ),
+        "Config.on()\nConfig.opts['x'] = 1\nConfig.level = 3",
+        "print(Config.debug, Config.opts, getattr(Config, 'level', None))",
+    ),
+    "new_subclass": (
+        "class Base:\n    def who(self): return 'base'",
+        "class Sub(Base):\n    def who(self): return 'sub'\ns = Sub()",
+        "print(s.who(), isinstance(s, Base), type(s).__mro__[1] is Base)",
+    ),
+    "fn_closure_nb": (
+        "factor = 3",
+        "def scale(v): return v * factor\nr = scale(2)",
+        "factor = 10\nprint(scale(2), r)",
+    ),
+    "tuple_lists": (
+        "t = ([1], [2])\nfs = frozenset({(1, 2), (3, 4)})",
+        "t[0].append(5)\nu = t\nw = fs | {(5, 6)}",
+        "print(t, u is t, sorted(w))",
+    ),
+    "categorical": (
+        "s = pd.Series(['a', 'b', 'a'], dtype='category')",
+        "s[1] = 'a'\nc = s.cat.codes",
+        "print(s.tolist(), c.tolist(), s.dtype)",
+    ),
+    "frozen_dc": (
+        (
+            "@dataclass(frozen=True)\n"
+            "class F:\n"
+            "    x: int\n"
+            "    tags: list = field(default_factory=list)\n"
+            "f = F(1)"
+        ),
+        "f.tags.append('t')\ng = F(2)\nh = {f, }",
+        "print(f, g, len(h), type(g) is F)",
+    ),
+    "int_rebind": ("n = 5\nm = n", "n += 1\ndel m", "print(n, 'm' in dir())"),
+    "big_alias": (
+        "a = np.zeros(300_000)\nb = a\nc = a[:10]",
+        "b[0] = 1\nc[1] = 2",
+        "print(a[:3], b is a, c.base is a)",
+    ),
+    "property": (
+        (
+            "class Temp:\n"
+            "    def __init__(self): self._c = 0\n"
+            "    @property\n"
+            "    def c(self): return self._c\n"
+            "    @c.setter\n"
+            "    def c(self, v): self._c = v\n"
+            "t = Temp()"
+        ),
+        "t.c = 5\nk = t.c",
+        "print(t.c, k, type(t) is Temp)",
+    ),
+    "count_iter": (
+        "import itertools\nit = itertools.count(5)",
+        "a = next(it)\nb = next(it)",
+        "print(a, b, next(it))",
+    ),
+    "mutate_then_raise": ("lst = [1]", "lst.append(2)\nraise ValueError('boom')", "print(lst)"),
+    "partial": (
+        "def add(a, b): return a + b\nadd5 = functools.partial(add, 5)",
+        "r = add5(1)\nadd6 = functools.partial(add, 6)",
+        "print(r, add6(1), add5.func is add)",
+    ),
+    "class_counter": (
+        (
+            "class Node:\n"
+            "    count = 0\n"
+            "    def __init__(self):\n"
+            "        Node.count += 1\n"
+            "        self.id = Node.count"
+        ),
+        "a = Node()\nb = Node()",
+        "print(Node.count, a.id, b.id, type(a) is Node)",
+    ),
+    "nested_fn_default": (
+        "def acc(x, into=[]):\n    into.append(x)\n    return into",
+        "acc(1)\nr = acc(2)",
+        "print(r, acc(3), acc.__defaults__)",
+    ),
+    "set_mut": ("s = {1, 2}\nt = s", "s.add(3)\nt.discard(1)", "print(sorted(s), t is s)"),
+    "series_view": (
+        "df = pd.DataFrame({'a': np.arange(5.0)})\ncol = df['a']",
+        "df.loc[0, 'a'] = 9.0\nx = col[0]",
+        "print(df['a'].tolist(), x)",
+    ),
+    "bytearray": (
+        "ba = bytearray(b'abc')\nmv = memoryview(ba)",
+        "ba[0] = 65\nn = len(ba)",
+        "print(ba, n)",
+    ),
+    "complex_key_dict": (
+        "k1 = (1, 'a')\nd = {k1: [1]}",
+        "d[(1, 'a')].append(2)\nd[(2, 'b')] = []",
+        "print(d)",
+    ),
+    "namedtuple_new": (
+        "Pt = collections.namedtuple('Pt', 'x y')\np = Pt(1, 2)",
+        "q = p._replace(x=5)\nr = Pt(3, 4)",
+        "print(q, r, type(r) is Pt, isinstance(q, tuple))",
+    ),
+    "dc_inherit": (
+        (
+            "@dataclass\n"
+            "class A:\n"
+            "    x: int = 0\n"
+            "@dataclass\n"
+            "class B(A):\n"
+            "    y: list = field(default_factory=list)\n"
+            "b = B()"
+        ),
+        "b.x = 3\nb.y.append(1)\nc = B(1, [2])",
+        "print(b, c, isinstance(c, A), type(c) is B)",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_shape_means_what_the_cell_means(pair, shape):
+    setup, cell, later = SHAPES[shape]
+    check(pair, Example(setup=setup, cell=cell, later=later), refusal_allowed=False)
+
+
+def test_a_singledispatch_function_dispatches_in_a_task_cell(pair):
+    """Compared by what it prints: its dispatch cache (Python's, filled by calls) differs."""
+    setup = (
+        "@functools.singledispatch\ndef show(x): return 'any'\n\n"
+        "@show.register\ndef _(x: int): return 'int'"
+    )
+    pair.both(f"%reset -f\n{PRELUDE}\n{setup}", f"%reset -f\n{PRELUDE}\n{setup}")
+    cell = "r = (show(1), show('a'), show(2.5))\nprint(r)"
+    plain, task = (Seen.of(o) for o in pair.both(cell, f"%%task\n{cell}"))
+    assert task.status == "ok", task
+    assert task.streams == plain.streams == (("stdout", "('int', 'any', 'any')\n"), ("stderr", ""))

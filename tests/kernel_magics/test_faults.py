@@ -449,7 +449,7 @@ def test_a_frozen_scheduler_while_the_result_comes_back_ends_the_cell_in_one_lin
     code, marker, gate = held_result(tmp_path)
     try:
         msg_id = kernel.start(code)
-        eventually(lambda: os.path.exists(marker), "the worker to hold the cell's result")
+        eventually(lambda: os.path.exists(marker), "the kernel to be fetching the cell's result")
         os.kill(frozen_scheduler.scheduler.pid, signal.SIGSTOP)
         out = kernel.wait(msg_id, timeout=90)
         assert out.of_type("error")[0]["content"]["ename"] == "ClusterError"
@@ -473,7 +473,7 @@ def test_an_interrupt_while_the_result_comes_back_ends_the_cell_in_one_line(
     code, marker, gate = held_result(tmp_path)
     try:
         msg_id = kernel.start(code)
-        eventually(lambda: os.path.exists(marker), "the worker to hold the cell's result")
+        eventually(lambda: os.path.exists(marker), "the kernel to be fetching the cell's result")
         kernel.manager.interrupt_kernel()
         out = kernel.wait(msg_id, timeout=90)
         error = out.of_type("error")[0]["content"]

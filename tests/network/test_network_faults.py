@@ -274,11 +274,11 @@ def test_a_cut_between_kernel_and_scheduler_ends_the_cell_and_the_next_runs(
 
 
 def test_a_cut_while_the_result_comes_back_ends_the_cell_and_the_next_runs(hosts, kernel, tmp_path):
-    """The worker holds the finished cell's result while the kernel fetches it; the kernel's
+    """The kernel is fetching the finished cell's result (held as it loads); the kernel's
     link goes down then: the cell ends in one line after the timeout, nothing is bound."""
     code, marker, gate = held_result(tmp_path)
     msg_id = kernel.start(code)
-    eventually(lambda: os.path.exists(marker), "the worker to hold the cell's result")
+    eventually(lambda: os.path.exists(marker), "the kernel to be fetching the cell's result")
     hosts.cut("kernel")
     try:
         out = kernel.wait(msg_id, timeout=120)
