@@ -423,6 +423,7 @@ def live_workers(client: Client, refresh: bool = False, wait: bool = True) -> li
         raise ClusterError(
             f"the scheduler at {client.scheduler.address} did not answer ({why})"
         ) from None
+    _answer(client.id, asked)  # its own callback may not have run yet: result() returns first
     return _workers[client.id][1]
 
 
