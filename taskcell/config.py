@@ -8,6 +8,7 @@ written (the environment variable or the YAML file), read when the option is fir
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 from collections.abc import Mapping
@@ -95,17 +96,38 @@ def platform() -> PlatformLimits | None:
 
 def seconds(key: str) -> float:
     """``taskcell.<key>`` as seconds: ``10s``, ``2 minutes``, ``1.5``."""
+    return duration(get(key), where(key))
+
+
+def duration(value: Any, name: str, *, zero: bool = False) -> float:
+    """``value`` as a finite number of seconds: ``10s``, ``2 minutes``, ``1.5`` (a number is
+    seconds), as Dask's ``parse_timedelta`` reads it.
+
+    Parameters
+    ----------
+    value : object
+        What the user wrote.
+    name : str
+        What the error calls it: the option and where it was set (see :func:`where`).
+    zero : bool, optional
+        Whether 0 is accepted (a pool's ``idle-timeout``: retire at once); else it must be
+        positive.
+
+    Raises
+    ------
+    SpecError
+        Naming ``name``, the value and the accepted forms, for anything else (parse_timedelta's
+        own TypeError, KeyError, AttributeError, OverflowError ... do not reach the user).
+    """
     from dask.utils import parse_timedelta
 
-    value = get(key)
     try:
         number = float(parse_timedelta(value, default="s"))
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError):
-        number = -1.0
-    if not 0 < number < float("inf"):
-        raise SpecError(
-            f"{where(key)} must be a positive duration such as 10s or 2 minutes, got {shown(value)}"
-        )
+        number = math.nan
+    if not (number >= 0 if zero else number > 0) or number == math.inf:
+        accepted = "a duration (zero or more)" if zero else "a positive duration"
+        raise SpecError(f"{name} must be {accepted} such as 10s or 2 minutes, got {shown(value)}")
     return number
 
 
@@ -114,8 +136,9 @@ def count(key: str) -> int | None:
     value = get(key)
     if value is None:
         return None
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        value = int(value)  # as a DASK_TASKCELL__... variable gives it
+    text = value.strip() if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit() and len(text) <= 6:  # int() refuses 4300 digits
+        value = int(text)  # as a DASK_TASKCELL__... variable gives it
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
         raise SpecError(
             f"{where(key)} must be a whole number from 1 to 10000 or null, got {shown(value)}"
@@ -132,7 +155,10 @@ def flag(key: str) -> bool:
     value = get(key)
     if isinstance(value, bool):
         return value
-    word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    # 0 and 1 as YAML gives them (str() refuses an int of more than 4300 digits).
+    word = value.strip().lower() if isinstance(value, str) else None
+    if isinstance(value, int) and value in (0, 1):
+        word = str(value)
     if word in _TRUE or word in _FALSE:
         return word in _TRUE
     raise SpecError(f"{where(key)} must be true or false, got {shown(value)}")

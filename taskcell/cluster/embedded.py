@@ -43,7 +43,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from taskcell.cluster.sessions import forget_the_kernels_interrupt, popen_apart
-from taskcell.errors import ClusterError
+from taskcell.errors import ClusterError, SpecError
 
 if TYPE_CHECKING:
     from distributed.security import Security
@@ -234,7 +234,11 @@ def _declined() -> str | None:
     address = dask.config.get("scheduler-address", None)
     if address:
         return f"Dask's scheduler-address is {address}"
-    if not config.get("embedded-cluster.start-early"):
+    try:
+        early = config.flag("embedded-cluster.start-early")
+    except SpecError as e:  # as when it is off: the first %%task starts the cluster
+        return str(e)
+    if not early:
         return "taskcell.embedded-cluster.start-early is off"
     return None
 

@@ -45,13 +45,14 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from taskcell import config
 from taskcell.cluster.feasibility import Shortfall, shortfalls
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources, wanted
 from taskcell.errors import InfeasibleError, SpecError
 from taskcell.spec import Resources, get_preset
+from taskcell.spec._util import shown
 from taskcell.spec.amounts import show_amount
 
 __all__ = ["BACKENDS", "Backend", "Pool", "choose", "configured_pools", "parse_pools"]
@@ -134,7 +135,7 @@ def parse_pools(entries: object) -> list[Pool]:
     if not isinstance(entries, Mapping):
         raise SpecError(
             f"taskcell.pools must be a mapping of pool name to "
-            f"{{shape: ..., backend: ..., max-workers: ...}}, got {entries!r}"
+            f"{{shape: ..., backend: ..., max-workers: ...}}, got {shown(entries)}"
         )
     return [_pool(name, entry) for name, entry in entries.items()]
 
@@ -147,16 +148,19 @@ def configured_pools() -> list[Pool]:
 def _pool(name: object, entry: object) -> Pool:
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise SpecError(
-            f"taskcell.pools: a pool name must be letters, digits and '_.-', got {name!r}"
+            f"taskcell.pools: a pool name must be letters, digits and '_.-', got {shown(name)}"
         )
     where = f"taskcell.pools.{name}"
     if not isinstance(entry, Mapping):
         raise SpecError(
-            f"{where} must be a mapping with a shape, such as {{shape: small_task}}, got {entry!r}"
+            f"{where} must be a mapping with a shape, such as {{shape: small_task}}, "
+            f"got {shown(entry)}"
         )
+    # As Dask reads keys; shown() names a key str() cannot write (an int of 4300 digits).
     entry = {
-        str(key).replace("_", "-"): value for key, value in entry.items()
-    }  # as Dask reads keys
+        key.replace("_", "-") if isinstance(key, str) else shown(key): value
+        for key, value in entry.items()
+    }
     unknown = [key for key in entry if key not in _KEYS]
     if unknown:
         raise SpecError(
@@ -168,17 +172,21 @@ def _pool(name: object, entry: object) -> Pool:
             f"{where} needs a shape: a preset name or a request such as {{cpu: 8, memory: 32Gi}}"
         )
     backend = entry.get("backend", "local")
-    if backend not in BACKENDS:
-        raise SpecError(f"{where}.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    options = entry.get("options") or {}
+    if not isinstance(backend, str) or backend not in BACKENDS:  # `in` compares an array
+        raise SpecError(
+            f"{where}.backend must be one of {', '.join(BACKENDS)}, got {shown(backend)}"
+        )
+    options = entry.get("options")
+    if options is None:
+        options = {}
     if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
         raise SpecError(
-            f"{where}.options must be a mapping of option names to values, got {options!r}"
+            f"{where}.options must be a mapping of option names to values, got {shown(options)}"
         )
     return Pool(
         name=name,
         shape=_shape(where, entry["shape"]),
-        backend=backend,
+        backend=cast(Backend, backend),  # one of BACKENDS, checked above
         max_workers=_max_workers(where, entry.get("max-workers", 1)),
         idle_timeout=_seconds(where, "idle-timeout", entry),
         start_timeout=_seconds(where, "start-timeout", entry),
@@ -194,7 +202,7 @@ def _shape(where: str, value: object) -> Resources:
             shape = Resources.from_dict(value)
         else:
             raise SpecError(
-                f"expected a preset name or a mapping of resource fields, got {value!r}"
+                f"expected a preset name or a mapping of resource fields, got {shown(value)}"
             )
     except SpecError as e:
         raise SpecError(f"{where}.shape: {e}") from None
@@ -209,23 +217,18 @@ def _shape(where: str, value: object) -> Resources:
 
 def _max_workers(where: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(f"{where}.max-workers must be a whole number of at least 1, got {value!r}")
+        raise SpecError(
+            f"{where}.max-workers must be a whole number of at least 1, got {shown(value)}"
+        )
     return value
 
 
 def _seconds(where: str, key: str, entry: Mapping[str, Any]) -> float:
-    from dask.utils import parse_timedelta
-
-    value = entry.get(key, config.get(f"provisioning.{key}"))
-    try:
-        seconds = float(parse_timedelta(value, default="s"))
-    except (TypeError, ValueError, KeyError, IndexError):
-        seconds = -1.0
-    if not seconds >= 0:
-        raise SpecError(
-            f"{where}.{key} must be a duration such as 30s, 10 minutes or 1h, got {value!r}"
-        )
-    return seconds
+    """The pool's ``key``, else ``taskcell.provisioning.<key>``; the error names the one read."""
+    if key in entry:
+        return config.duration(entry[key], f"{where}.{key}", zero=True)
+    default = f"provisioning.{key}"
+    return config.duration(config.get(default), config.where(default), zero=True)
 
 
 def choose(

@@ -115,6 +115,8 @@ class Provisioner:
 
     def __init__(self, address: str, security: Any) -> None:
         self.address = address
+        #: How often it looks (taskcell.provisioning.interval); a bad one starts nothing.
+        self._interval = config.seconds("provisioning.interval")
         self._security = security
         self._lock = threading.Lock()
         self._workers: list[Worker] = []  #: in the order asked for
@@ -285,7 +287,6 @@ class Provisioner:
             self._ready.set()
             return
         self._ready.set()
-        interval = _seconds(config.get("provisioning.interval"))
         try:
             while not self._closed:  # until _shutdown ends: leaving earlier would cancel it
                 # A scheduler that does not answer: the cells say so, and the next tick tries.
@@ -293,7 +294,7 @@ class Provisioner:
                     if not self._closing:
                         await self._tick()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._woken.wait(), interval)
+                    await asyncio.wait_for(self._woken.wait(), self._interval)
                 self._woken.clear()
         except Exception as e:  # a bug here must fail the waiting cells, not leave them waiting
             self._failure = e
@@ -554,12 +555,6 @@ class Provisioner:
         await self.client.close()
         self._closed = True
         self._woken.set()
-
-
-def _seconds(value: str | float) -> float:
-    from dask.utils import parse_timedelta
-
-    return float(parse_timedelta(value, default="s"))
 
 
 _provisioners: dict[str, Provisioner] = {}

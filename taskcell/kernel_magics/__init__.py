@@ -13,6 +13,7 @@ import contextlib
 import os
 import sys
 import threading
+import warnings
 from typing import Any
 
 from taskcell.cluster import interruptible
@@ -118,9 +119,14 @@ class _EarlyStart:
             import taskcell.cluster.provision  # its hook announces the pools on connect
             from taskcell import config
             from taskcell.cluster import connect
+            from taskcell.errors import SpecError
 
             connect.on_wait = _show
-            early = config.get("embedded-cluster.start-early")
+            refused: SpecError | None = None
+            try:
+                early = config.flag("embedded-cluster.start-early")
+            except SpecError as e:  # the first %%task starts the cluster, as when it is off
+                early, refused = False, e
             embedded = connect.start_early(cluster) if early else None
             if embedded is not None:  # start_early closes a cluster it declines
                 # What a %%task cell imports, while the cluster's process starts.
@@ -130,6 +136,10 @@ class _EarlyStart:
                 import taskcell.runner.execution  # noqa: F401
             elif not early and cluster is not None:
                 cluster.close()
+            if refused is not None:
+                warnings.warn(
+                    f"taskcell: {refused}; the cluster starts at the first %%task", stacklevel=2
+                )
             return embedded
         finally:
             self.imported.set()

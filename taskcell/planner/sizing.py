@@ -7,6 +7,7 @@ what a reader holds in memory.
 from __future__ import annotations
 
 import glob
+import numbers
 import operator
 import os
 from collections.abc import Iterable
@@ -16,7 +17,7 @@ from typing import Any
 from taskcell.errors import SpecError
 from taskcell.planner.compressed import uncompressed_size
 from taskcell.spec import parse_quantity
-from taskcell.spec._util import MAX_AMOUNT
+from taskcell.spec._util import MAX_AMOUNT, shown
 
 _FORMS = (
     'a quantity such as "12 GiB" or 500e6, file paths or globs such as "data/*.parquet", '
@@ -59,34 +60,57 @@ def input_size(size: Any) -> int:
     1073742848
     """
     seen: set[str] = set()
-    return _size(size, seen)
+    return _size(size, seen, ())
 
 
-def _size(size: Any, seen: set[str]) -> int:
+#: How deep lists of inputs may nest: far more than anyone writes, far less than Python's stack.
+_MOST_NESTED = 32
+
+
+def _size(size: Any, seen: set[str], within: tuple[int, ...]) -> int:
     if isinstance(size, bool):
         raise SpecError(f"size= must be {_FORMS}, got {size!r}")
-    if isinstance(size, int | float):
-        if not size >= 0:  # negative or NaN
-            raise SpecError(f"size= must be zero or more bytes, got {size!r}")
-        if size > MAX_AMOUNT:  # infinity too
-            raise SpecError(
-                f"size= must be a number of bytes up to 4 EiB (no machine holds more), got "
-                f"{_short(size)}"
-            )
-        return int(size)
+    if isinstance(size, numbers.Real):  # numpy's scalars too: 8 bytes is not what they mean
+        return _bytes(size)
     if isinstance(size, str):
         return _text(size, seen)
     if isinstance(size, os.PathLike):
         return _files([os.fspath(size)], os.fspath(size), seen)
-    if hasattr(size, "memory_usage") and hasattr(size, "dtypes"):  # pandas, without importing it
-        usage = size.memory_usage(deep=True)
-        return int(usage.sum() if hasattr(usage, "sum") else usage)
+    usage = getattr(size, "memory_usage", None)
+    if callable(usage) and hasattr(size, "dtypes"):  # pandas, without importing it
+        used = usage(deep=True)
+        total = used.sum() if callable(getattr(used, "sum", None)) else used
+        return _bytes(total, f"the memory_usage(deep=True) of a {type(size).__name__}")
     nbytes = getattr(size, "nbytes", None)
     if nbytes is not None and hasattr(nbytes, "__index__") and not callable(nbytes):
-        return operator.index(nbytes)
+        return _bytes(operator.index(nbytes), f"the nbytes of a {type(size).__name__}")
     if isinstance(size, list | tuple | set | frozenset):
-        return sum(_size(item, seen) for item in size)
-    raise SpecError(f"size= must be {_FORMS}, got a {type(size).__name__}: {size!r:.80}")
+        if id(size) in within:
+            raise SpecError(
+                f"size= must be {_FORMS}, got a {type(size).__name__} that holds itself"
+            )
+        if len(within) >= _MOST_NESTED:
+            raise SpecError(
+                f"size= must be {_FORMS}, got lists nested more than {_MOST_NESTED} deep"
+            )
+        return sum(_size(item, seen, (*within, id(size))) for item in size)
+    raise SpecError(f"size= must be {_FORMS}, got a {type(size).__name__}: {shown(size)}")
+
+
+def _bytes(value: Any, what: str = "") -> int:
+    """A count of bytes (an int or float, numpy's and pandas' scalars included), checked."""
+    of = f" ({what})" if what else ""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise SpecError(f"size= must be a number of bytes{of}, got {shown(value)}")
+    number: Any = value  # a Real: compared and truncated as such (numbers.Real types poorly)
+    if not number >= 0:  # negative or NaN
+        raise SpecError(f"size= must be zero or more bytes{of}, got {_short(number)}")
+    if number > MAX_AMOUNT:  # infinity too
+        raise SpecError(
+            f"size= must be a number of bytes up to 4 EiB (no machine holds more){of}, got "
+            f"{_short(number)}"
+        )
+    return int(number)
 
 
 def _text(text: str, seen: set[str]) -> int:
@@ -113,8 +137,7 @@ def _text(text: str, seen: set[str]) -> int:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+    return shown(value, 40)
 
 
 def _kind(path: Path) -> str | None:

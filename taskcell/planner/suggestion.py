@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 from taskcell.cluster.feasibility import shortfalls
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources
 from taskcell.errors import LimitError, SpecError
-from taskcell.planner.codec import capacities, worker_capacity
+from taskcell.planner.codec import worker_capacity
 from taskcell.planner.schema import SuggestionInfo, WorkerVerdict
 from taskcell.planner.sizing import input_size
 from taskcell.planner.workloads import Profile, get_profile
 from taskcell.spec import GPU, Resources, check_limits, format_gpu
+from taskcell.spec._util import MAX_AMOUNT, shown
 from taskcell.spec.amounts import shortfall, show_bytes
 
 if TYPE_CHECKING:
@@ -213,6 +214,12 @@ def verdicts(request: Resources, workers: Sequence[WorkerCapacity]) -> tuple[Wor
     return tuple(out)
 
 
+_WORKERS = (
+    "a distributed Client, a snapshot (taskcell.planner.snapshot()), or a list of its "
+    "workers' records or of WorkerCapacity"
+)
+
+
 def _live_workers(workers: Any) -> list[WorkerCapacity] | None:
     """The workers to check: given ones, a client's, or those of a client already connected."""
     if workers is None:
@@ -225,11 +232,64 @@ def _live_workers(workers: Any) -> list[WorkerCapacity] | None:
 
         return live_workers(workers)
     if isinstance(workers, Mapping) and "workers" in workers:  # a Snapshot
-        return capacities(workers)  # type: ignore[arg-type]
-    workers = list(workers)
-    if workers and isinstance(workers[0], Mapping):  # a Snapshot's WorkerSnapshot records
-        return [worker_capacity(w) for w in workers]
-    return workers
+        workers = workers["workers"]
+    if not isinstance(workers, list | tuple | set | frozenset | ValuesView | Iterator):
+        raise SpecError(f"workers= must be {_WORKERS}, got {shown(workers)}")
+    return [_capacity(w) for w in workers]
+
+
+def _capacity(worker: object) -> WorkerCapacity:
+    """One worker given to :func:`suggest`, checked: a WorkerCapacity, or a snapshot's record."""
+    if isinstance(worker, WorkerCapacity):
+        return worker
+    if isinstance(worker, Mapping) and _is_record(worker):
+        return worker_capacity(worker)  # type: ignore[arg-type]
+    raise SpecError(
+        f"workers= must be {_WORKERS}; a worker's record has address, name, nthreads and "
+        f"resources (each with resource and total), got {shown(worker)}"
+    )
+
+
+def _is_record(worker: Mapping[Any, Any]) -> bool:
+    """Whether ``worker`` has what :func:`~taskcell.planner.codec.worker_capacity` reads."""
+    if not all(key in worker for key in ("address", "name", "nthreads", "resources")):
+        return False
+    usage, limit = worker["resources"], worker.get("memory_limit", 0)
+    return (
+        isinstance(worker["address"], str)
+        and isinstance(worker["name"], str)
+        and _amount(worker["nthreads"])
+        and _amount(limit)
+        and isinstance(usage, list | tuple)
+        and all(
+            isinstance(u, Mapping)
+            and isinstance(u.get("resource"), str)
+            and _amount(u.get("total"))
+            for u in usage
+        )
+    )
+
+
+def _amount(value: object) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= MAX_AMOUNT
+    )
+
+
+def _catalogue(presets: object) -> dict[str, Resources]:
+    """The presets given to :func:`suggest`, checked; every one a user can name by default."""
+    from taskcell import config
+
+    if presets is None:
+        return dict(config.presets())
+    if not isinstance(presets, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, Resources) for k, v in presets.items()
+    ):
+        raise SpecError(
+            "presets= must map preset names to Resources, as taskcell.config.presets() "
+            f"does, got {shown(presets)}"
+        )
+    return dict(presets)
 
 
 def _existing_client() -> Client | None:
@@ -243,8 +303,8 @@ def _platform_ok(request: Resources) -> str | None:
     """None when the configured platform (``taskcell.platform``) accepts ``request``, else why."""
     from taskcell import config
 
-    platform = config.get("platform")
-    if not platform:
+    platform = config.platform()
+    if platform is None:
         return None
     try:
         check_limits(request, platform)
@@ -288,7 +348,8 @@ def suggest(
     Raises
     ------
     SpecError
-        For a size or profile that cannot be read.
+        For a size, profile, ``workers=`` or ``presets=`` that cannot be read, or a
+        ``taskcell.platform`` option that names no platform; nothing is planned.
 
     Examples
     --------
@@ -301,7 +362,8 @@ def suggest(
 
     nbytes = input_size(size)
     prof = get_profile(profile)
-    catalogue = dict(config.presets() if presets is None else presets)
+    catalogue = _catalogue(presets)
+    config.platform()  # checked before anything is planned, though read only if nothing fits
     memory, disk = profile_need(nbytes, prof)
     gpu = prof.accelerator
     cpu = float(prof.cpu or 0)

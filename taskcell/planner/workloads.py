@@ -23,13 +23,14 @@ written with ``-`` or ``_``.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from taskcell.errors import SpecError
 from taskcell.spec import GPU, parse_cpu, parse_gpu, parse_quantity
-from taskcell.spec._util import did_you_mean
+from taskcell.spec._util import did_you_mean, shown
 from taskcell.spec.amounts import show_bytes
 
 
@@ -72,17 +73,18 @@ class Profile:
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
                 or not 0 <= value < math.inf
+                or value > sys.float_info.max  # an int no float holds: describe_profile's {:g}
             ):
                 raise SpecError(
                     f"profile {self.name!r}: {field.replace('_', '-')} must be a finite number "
-                    f"of zero or more, got {value!r}"
+                    f"of zero or more, got {shown(value)}"
                 )
         for field in ("min_memory", "base_memory"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise SpecError(
                     f"profile {self.name!r}: {field.replace('_', '-')} must be a number of "
-                    f'bytes (or a quantity such as "2Gi"), got {value!r}'
+                    f'bytes (or a quantity such as "2Gi"), got {shown(value)}'
                 )
         try:
             accelerator = parse_gpu(self.gpu) if self.gpu is not None else None
@@ -93,11 +95,15 @@ class Profile:
         if self.gpu is not None and not isinstance(accelerator, GPU):
             raise SpecError(
                 f"profile {self.name!r}: gpu must be a GPU count or type such as 1 or "
-                f'"A100:1", got {self.gpu!r}'
+                f'"A100:1", got {shown(self.gpu)}'
             )
         if isinstance(self.cpu, bool) or not isinstance(self.cpu, int | float | None):
             raise SpecError(
-                f"profile {self.name!r}: cpu must be a number of cores, got {self.cpu!r}"
+                f"profile {self.name!r}: cpu must be a number of cores, got {shown(self.cpu)}"
+            )
+        if not isinstance(self.description, str):
+            raise SpecError(
+                f"profile {self.name!r}: description must be text, got {shown(self.description)}"
             )
 
     @property
@@ -199,14 +205,17 @@ def _from_config(name: str, entry: Any) -> Profile:
     if not isinstance(entry, Mapping):
         raise SpecError(
             f"{where} must be a mapping such as "
-            f"{{'memory-per-byte': 4, 'scratch-per-byte': 1, 'gpu': 1}}, got {entry!r}"
+            f"{{'memory-per-byte': 4, 'scratch-per-byte': 1, 'gpu': 1}}, got {shown(entry)}"
         )
     fields: dict[str, Any] = {}
     for key, value in entry.items():
-        field = _KEYS.get(str(key).replace("_", "-"))
+        text = key if isinstance(key, str) else shown(key)  # str() refuses 4300 digits
+        field = _KEYS.get(text.replace("_", "-"))
         if field is None:
-            hint = did_you_mean(str(key), _KEYS)
-            raise SpecError(f"{where} has unknown key {key!r}{hint} (known: {', '.join(_KEYS)})")
+            hint = did_you_mean(text, _KEYS)
+            raise SpecError(
+                f"{where} has unknown key {shown(key)}{hint} (known: {', '.join(_KEYS)})"
+            )
         fields[field] = value
     for field in ("min_memory", "base_memory"):
         if field in fields:
@@ -218,15 +227,28 @@ def _from_config(name: str, entry: Any) -> Profile:
         raise SpecError(str(e).replace(f"profile {name!r}: ", f"{where}: ", 1)) from None
 
 
-def _configured() -> Mapping[Any, Any]:
+def _configured() -> dict[str, Any]:
+    """``taskcell.profiles``: each configured profile's entry by its name, checked later."""
     from taskcell import config
 
-    configured = config.get("profiles") or {}
+    configured = config.get("profiles")
+    if configured is None:  # not `or {}`: an array's or a broken object's truth raises
+        return {}
+    where = config.where("profiles")
     if not isinstance(configured, Mapping):
         raise SpecError(
-            f"{config.where('profiles')} must be a mapping of name to profile, got {configured!r}"
+            f"{where} must be a mapping of name to profile such as "
+            f"{{genomics: {{memory-per-byte: 6}}}}, got {shown(configured)}"
         )
-    return configured
+    out = {}
+    for name, entry in configured.items():
+        # A YAML key may be a number (2024:); as Dask's keys, written as text.
+        if not isinstance(name, str) and (
+            isinstance(name, bool) or not isinstance(name, int) or name.bit_length() > 64
+        ):
+            raise SpecError(f"{where}: a profile's name must be text, got {shown(name)}")
+        out[str(name)] = entry
+    return out
 
 
 def profiles() -> dict[str, Profile]:
@@ -240,7 +262,7 @@ def profiles() -> dict[str, Profile]:
     """
     out = dict(BUILTIN_PROFILES)
     for name, entry in _configured().items():
-        out[str(name)] = _from_config(str(name), entry)
+        out[name] = _from_config(name, entry)
     return out
 
 
@@ -250,7 +272,7 @@ DEFAULT_PROFILE = "default"
 
 def profile_names() -> list[str]:
     """The names of every profile, built-in first (a configured one is checked when used)."""
-    return list(dict.fromkeys([*BUILTIN_PROFILES, *map(str, _configured())]))
+    return list(dict.fromkeys([*BUILTIN_PROFILES, *_configured()]))
 
 
 def describe_profile(name: str) -> str:
@@ -270,14 +292,14 @@ def get_profile(profile: str | Profile) -> Profile:
     """A profile by name (or the profile itself); :class:`SpecError` names the known ones."""
     if isinstance(profile, Profile):
         return profile
-    configured = {str(k): v for k, v in _configured().items()}
+    configured = _configured()
     if isinstance(profile, str) and profile in configured:
         return _from_config(profile, configured[profile])
     if isinstance(profile, str) and profile in BUILTIN_PROFILES:
         return BUILTIN_PROFILES[profile]
     known = profile_names()
-    hint = did_you_mean(str(profile), known)
+    hint = did_you_mean(profile, known) if isinstance(profile, str) else ""
     raise SpecError(
-        f"profile= {profile!r:.80} is not a known profile{hint} (known: {', '.join(known)}); "
+        f"profile= {shown(profile)} is not a known profile{hint} (known: {', '.join(known)}); "
         "define your own under taskcell.profiles in Dask's config"
     )

@@ -15,6 +15,7 @@ with this module, so its functions read only values defined here and the standar
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -43,7 +44,10 @@ def significant(value: float, digits: int) -> str:
 
 def show_bytes(nbytes: float) -> str:
     """``12884901888`` -> ``"12 GiB"``; ``1536`` -> ``"1.5 KiB"``; ``512`` -> ``"512 B"``."""
-    amount = float(nbytes)
+    try:
+        amount = float(nbytes)
+    except OverflowError:  # an int past any float (a need scaled by a huge factor)
+        return f"{'-' if nbytes < 0 else ''}over {sys.float_info.max:.2g} B"
     unit = _UNITS[0]
     for unit in _UNITS:
         if abs(amount) < 1024 or unit == _UNITS[-1]:

@@ -118,6 +118,11 @@ class Expression:
         object
             The expression's value.
         """
+        for name, given in (("arguments", arguments), ("namespace", namespace or {})):
+            if not isinstance(given, Mapping):
+                raise SpecError(
+                    f"evaluate() takes {name} as a mapping of names to values, got {shown(given)}"
+                )
         # One dict of globals: with separate locals, a comprehension or lambda inside the
         # expression could not see the names (``max(len(f) for f in files)``).
         return eval(self._code, {"__builtins__": builtins, **(namespace or {}), **arguments})

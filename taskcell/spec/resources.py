@@ -400,6 +400,12 @@ class Resources:
         >>> Resources(cpu=2, memory="8Gi", extra={"process": 1}).without("cpu", "extra")
         Resources(memory='8Gi')
         """
+        unknown = [f for f in fields if not isinstance(f, str) or f not in FIELDS]
+        if unknown:
+            raise SpecError(
+                f"without() takes field names ({', '.join(FIELDS)}), got "
+                f"{', '.join(map(shown, unknown))}"
+            )
         return Resources(**{f: getattr(self, f) for f in FIELDS if f not in fields})
 
     def is_empty(self) -> bool:
