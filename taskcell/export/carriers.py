@@ -10,6 +10,13 @@ never rebind it.
 
 A carrier that cannot be shipped (it calls taskcell, or names an object that has no source) is
 left out where the notebook never imports its module, and refused by name where it does.
+
+So is the notebook's Dask client (:func:`local_dask`, which :mod:`~taskcell.export.flow` writes
+in place of the notebook's ``Client(...)``): in each task that uses it, a real
+``distributed.Client`` on a cluster of the task's own, made with the notebook's arguments, on
+127.0.0.1, closed when the task ends. Between tasks a client travels as its arguments, a Future
+as it ended (made again under its key on the next task's cluster), and a Dask collection that
+holds Futures with their data (:func:`~taskcell.export.standalone.portable` asks for them).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from typing import Any
 from taskcell.errors import ExportError
 from taskcell.runner import process_state
 
-__all__ = ["Unshippable", "carriers_source"]
+__all__ = ["Unshippable", "carriers_source", "local_dask"]
 
 
 class Unshippable(ValueError):
@@ -193,3 +200,216 @@ def _literal(value: Any) -> bool:
         return bool(ast.literal_eval(repr(value)) == value) or value is None
     except (ValueError, SyntaxError):
         return isinstance(value, frozenset) and all(_literal(v) for v in value)
+
+
+# -- the notebook's Dask client, as a real one in each task ----------------------------------------
+
+
+def local_dask(kind: str = "Client", *args: Any, **kwargs: Any) -> Any:
+    """The notebook's ``Client(...)``, ``LocalCluster(...)`` or ``get_client()`` in a task: a
+    real ``distributed.Client`` (or ``LocalCluster``) on a cluster of the task's own, the notebook's
+    size, listening on 127.0.0.1 only, closed when the task ends.
+
+    ``local_dask("task")`` is the decorator of every task: the clients and clusters a task makes
+    or receives are its own, and closed when it returns. A client that travels to another task
+    travels as its arguments, and becomes a client of that task's own cluster there;
+    ``local_dask("leaving", value)`` is ``value`` as it leaves its task (its Futures as they
+    ended, which :func:`~taskcell.export.standalone.portable` carries), and
+    ``local_dask("here", value)`` a value from a task, its Futures made on this one's cluster.
+    """
+    import contextvars
+    import functools
+    import inspect
+    import sys
+    import types
+
+    import distributed
+
+    state: Any = sys.modules.get("_taskcell_local_dask")
+    if state is None:
+        state = types.ModuleType("_taskcell_local_dask")
+        state.scope = contextvars.ContextVar("taskcell_dask_scope", default=None)
+        frame = sys._getframe()
+        state.helper = frame.f_globals[frame.f_code.co_name]  # this function, by its name here
+
+        def reduce(self: Any) -> tuple:
+            kind, args, kwargs = self._taskcell_call
+            return functools.partial(state.helper, "lazy", kind, **kwargs), args
+
+        class Lazy:
+            """A client or cluster that came from another task: made here when first used."""
+
+            def __init__(self, kind: str, args: tuple, kwargs: dict) -> None:
+                self._taskcell_call, self.real = (kind, args, kwargs), None
+
+            def made(self) -> Any:
+                if self.real is None:
+                    kind, args, kwargs = self._taskcell_call
+                    self.real = state.helper(kind, *args, **kwargs)
+                return self.real
+
+            def __getattr__(self, name: str) -> Any:
+                if name in ("_taskcell_call", "real"):
+                    raise AttributeError(name)
+                return getattr(self.made(), name)
+
+            __reduce__ = reduce
+
+        class Done:
+            """A Future leaving its task: its key, and how it ended (it waits for that)."""
+
+            def __init__(self, future: Any) -> None:
+                distributed.wait(future)
+                status, payload = future.status, None
+                if status == "finished":
+                    payload = future.result()
+                elif status == "error":
+                    payload = future.exception()
+                self.ended = (future.key, status, payload)
+
+            def __reduce__(self) -> tuple:
+                return functools.partial(state.helper, "future"), self.ended
+
+        class LazyFuture:
+            """A Future from another task: made again on this task's cluster when first used,
+            under its key, as it ended."""
+
+            def __init__(self, key: Any, status: str, payload: Any) -> None:
+                self.ended = (key, status, payload)
+                self.real: Any = None
+
+            def made(self) -> Any:
+                if self.real is None:
+                    key, status, payload = self.ended
+                    scope = [o for o in state.scope.get() or () if isinstance(o, state.Client)]
+                    client = scope[-1] if scope else state.helper("Client", processes=False)
+                    if status == "finished":
+                        self.real = client.scatter({key: payload}, hash=False)[key]
+                    else:
+                        self.real = client.submit(state.fail, payload, key=key, pure=False)
+                        distributed.wait(self.real)
+                        if status != "error":  # cancelled, lost: it has no value
+                            self.real.cancel()
+                return self.real
+
+            def __getattr__(self, name: str) -> Any:
+                if name in ("ended", "real"):
+                    raise AttributeError(name)
+                return getattr(self.made(), name)
+
+            def __reduce__(self) -> tuple:
+                return functools.partial(state.helper, "future"), self.ended
+
+        def fail(error: BaseException | None) -> None:
+            raise error or RuntimeError("this Dask Future was cancelled in the task that made it")
+
+        state.Lazy, state.Done, state.LazyFuture, state.fail = Lazy, Done, LazyFuture, fail
+        state.Client = type("Client", (distributed.Client,), {"__reduce__": reduce})
+        state.Cluster = type("LocalCluster", (distributed.LocalCluster,), {"__reduce__": reduce})
+        sys.modules[state.__name__] = state
+
+    def each(value: Any, change: Any) -> Any:
+        """``value`` with ``change`` applied to each item of its lists, tuples, sets and dicts
+        (a container is new only where an item changed)."""
+        if type(value) in (list, tuple, set):
+            items = [each(v, change) for v in value]
+            same = all(new is old for new, old in zip(items, value, strict=True))
+            return value if same else type(value)(items)
+        if type(value) is dict:
+            made = {k: each(v, change) for k, v in value.items()}
+            return value if all(made[k] is v for k, v in value.items()) else made
+        return change(value)
+
+    def leaving(value: Any) -> Any:
+        """A Future as it ended; a Dask collection holding Futures (one persisted) rebuilt
+        around their data: the Futures end with the task's cluster, the data travels."""
+        from dask import is_dask_collection
+        from dask.core import flatten
+        from distributed.client import futures_of
+
+        if isinstance(value, distributed.Future):
+            return state.Done(value)
+        if not is_dask_collection(value) or not futures_of(value):
+            return value
+        keys = list(flatten(value.__dask_keys__()))
+        data = futures_of(value)[0].client.get(dict(value.__dask_graph__()), keys)
+        rebuild, extra = value.__dask_postpersist__()
+        return rebuild(dict(zip(keys, data, strict=True)), *extra)
+
+    def real(value: Any) -> Any:
+        """``value`` with the clients, then the Futures, from other tasks made here."""
+        value = each(value, lambda v: v.made() if isinstance(v, state.Lazy) else v)
+        return each(value, lambda v: v.made() if isinstance(v, state.LazyFuture) else v)
+
+    if kind == "here":  # values a task gave the driver
+        return real(args[0])
+    if kind == "future":
+        return state.LazyFuture(*args)
+    if kind == "leaving":  # a value leaving its task: its Futures with how they ended
+        return each(args[0], leaving)
+
+    if kind == "task" and not args:
+        return functools.partial(state.helper, "task")
+    if kind == "task":
+        fn = args[0]
+
+        def close(made: list) -> None:
+            for obj in reversed(made):
+                obj.close()
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(*a: Any, **k: Any) -> Any:
+                made: list = []
+                token = state.scope.set(made)
+                try:
+                    return await fn(*real(a), **real(k))
+                finally:
+                    state.scope.reset(token)
+                    close(made)
+
+            return run_async
+
+        @functools.wraps(fn)
+        def run(*a: Any, **k: Any) -> Any:
+            made: list = []
+            token = state.scope.set(made)
+            try:
+                return fn(*real(a), **real(k))
+            finally:
+                state.scope.reset(token)
+                close(made)
+
+        return run
+
+    if kind == "lazy":
+        return state.Lazy(args[0], args[1:], kwargs)
+    made = state.scope.get()
+    clients = [obj for obj in made or () if isinstance(obj, distributed.Client)]
+    if kind == "get_client" and clients:
+        return clients[-1]
+    # The call's size and kind; not what would reach beyond the task (an address, a dashboard).
+    sizes = ("n_workers", "threads_per_worker", "processes", "memory_limit", "resources")
+    own = ("name", "timeout", "set_as_default", "direct_to_workers", "serializers")
+    options = {k: v for k, v in kwargs.items() if k in (*sizes, *own, "silence_logs")}
+    cluster = next(
+        (a for a in [*real(args), real(kwargs.get("address"))] if isinstance(a, state.Cluster)),
+        None,
+    )
+    # Listening on loopback only: the scheduler, the workers and their HTTP servers (which a
+    # dashboard_address of None does not stop).
+    where = {"dashboard_address": "127.0.0.1:0", "worker_dashboard_address": "127.0.0.1:0"}
+    if options.get("processes", True) is not False or kind not in ("Client", "LocalCluster"):
+        where["host"] = "127.0.0.1"  # not without processes: inproc takes no host
+    if kind.endswith("Cluster"):
+        kept = options if kind == "LocalCluster" else {}
+        obj = state.Cluster(**where, **kept)
+    elif cluster is not None:
+        obj = state.Client(cluster, **{k: v for k, v in options.items() if k in own})
+    else:
+        obj = state.Client(**where, **options)
+    obj._taskcell_call = (kind, args, kwargs)
+    if made is not None:
+        made.append(obj)
+    return obj

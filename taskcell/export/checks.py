@@ -35,12 +35,6 @@ DASK_PACKAGES = frozenset(
 )
 
 
-#: distributed's functions of futures, which the stand-in for a notebook's cluster gives too.
-FUTURE_FUNCTIONS = frozenset(
-    {"wait", "as_completed", "progress", "fire_and_forget", "get_client", "default_client"}
-)
-
-
 def module_problems(cell: Cell) -> list[str]:
     """Why the cell cannot run in a module function: ``global`` in a notebook function,
     top-level ``await`` (which IPython runs; a module function cannot, outside ``async def``)."""
@@ -111,7 +105,7 @@ def cluster_setups(tree: ast.Module, dask_names: Mapping[str, str]) -> list[tupl
             and isinstance(stmt.value, ast.Call)
         ):
             continue
-        parts = _dotted(stmt.value.func)
+        parts = dotted(stmt.value.func)
         if not parts or parts[0] not in dask_names:
             continue
         last = parts[-1]
@@ -120,7 +114,7 @@ def cluster_setups(tree: ast.Module, dask_names: Mapping[str, str]) -> list[tupl
     return found
 
 
-def _dotted(node: ast.expr) -> list[str]:
+def dotted(node: ast.expr) -> list[str]:
     """``["distributed", "Client"]`` for ``distributed.Client``; empty for anything else."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):

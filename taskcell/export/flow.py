@@ -32,9 +32,10 @@ cannot do):
   ``random``, the state its cells share (seeded generators, options, style) travels to each task
   and, from a task that reads one of those modules, back (:attr:`TaskStep.changes_state`).
 - **A Dask cluster the notebook makes** (``client = Client()``): the ``dask`` target keeps it,
-  and runs a task cell that uses it in the driver, where its Dask work goes to that cluster; the
-  ``flyte`` and ``latch`` targets leave it out and give the cells a stand-in that runs Dask in
-  their own process (:func:`~taskcell.export.standalone.local_dask`).
+  and runs a task cell that uses it in the driver, where its Dask work goes to that cluster; in
+  the ``flyte`` and ``latch`` targets each task that uses it makes a cluster of its own on
+  127.0.0.1, with the notebook's arguments, and a real client of it
+  (:func:`~taskcell.export.carriers.local_dask`).
 - **Names bound on some paths only** (a ``for`` target, a name bound in a branch) are returned
   by a task only if a later cell reads them, since the task fails if such a name is unbound.
 - **Values that cannot travel**: a generator a cell binds and another task reads is refused.
@@ -235,9 +236,6 @@ class Workflow:
     carries_state: bool = False
     ipython: bool = False
     callables: frozenset[str] = frozenset({"pathlib.Path"})
-    stand_ins: tuple[str, ...] = ()
-    """Lines for after the imports: distributed's functions of futures the notebook imported
-    (``wait``, ``as_completed``...), as the stand-in for its cluster gives them."""
 
     @property
     def tasks(self) -> list[TaskStep]:
@@ -411,22 +409,7 @@ class _Planner:
             carries_state=self.carries_state,
             ipython=checks.uses_ipython(self.notebook.cells, self.modules.values()),
             callables=self.callables,
-            stand_ins=self._stand_ins(),
         )
-
-    def _stand_ins(self) -> tuple[str, ...]:
-        """Flyte and Latch: distributed's functions of futures, imported at the module's top,
-        as the stand-in for the notebook's cluster gives them."""
-        if self.target == "dask":
-            return ()
-        lines = []
-        for name in sorted(self.hoisted):
-            text = self.import_texts.get(name, "")
-            function = text.split()[3] if text.startswith("from ") else ""
-            module = checks.imported_module(text).partition(".")[0]
-            if module in ("dask", "distributed") and function in checks.FUTURE_FUNCTIONS:
-                lines.append(f"{name} = {self.helpers('local_dask')}().{function}")
-        return tuple(lines)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -568,26 +551,25 @@ class _Planner:
         }
 
     def _without_cluster(self, cell: Cell, setups: list[tuple[ast.stmt, str]]) -> list[Edit]:
-        """Flyte and Latch: the notebook's cluster left out, a stand-in in its place."""
+        """Flyte and Latch: the notebook's cluster made again in each task that uses it, of the
+        task's own, with the notebook's arguments (:func:`~taskcell.export.carriers.local_dask`;
+        the notebook's call stays, commented out)."""
         lines = cell.code.splitlines()
-        stand_in = self.helpers("local_dask")
+        helper = self.helpers("local_dask")
         edits = []
         for stmt, name in setups:
+            if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)):
+                continue  # what checks.cluster_setups finds is always ``name = call(...)``
+            call = stmt.value
+            kind = checks.dotted(call.func)[-1]
+            arguments = [repr(kind), *map(ast.unparse, [*call.args, *call.keywords])]
             start, end = stmt.lineno, stmt.end_lineno or stmt.lineno
             typed = [f"# {line}".rstrip() for line in lines[start - 1 : end]]
-            edits.append(
-                (
-                    start,
-                    end,
-                    [
-                        *typed,
-                        f"{name} = {stand_in}()  # taskcell: Dask runs in this process instead",
-                    ],
-                )
-            )
+            made = f"{name} = {helper}({', '.join(arguments)})  # taskcell: the task's own cluster"
+            edits.append((start, end, [*typed, made]))
             self.notes.append(
-                f"{cell.label}: the notebook's Dask cluster ({name!r}) is left out; "
-                f"{self.target} runs the cells' Dask work in each task's own process"
+                f"{cell.label}: the notebook's Dask cluster ({name!r}) becomes a local cluster of "
+                f"the task's own on 127.0.0.1, made with the same arguments"
             )
         return edits
 

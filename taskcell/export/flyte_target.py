@@ -25,6 +25,10 @@ not read each other's names or state (``asyncio.gather``). A dynamic resource ex
 Flyte's override replaces the request, the override repeats the request's fixed fields beside
 the computed ones.
 
+The notebook's Dask ``Client(...)``/``LocalCluster(...)`` is, in each task that uses it, a real
+client on a cluster of the task's own (:func:`~taskcell.export.carriers.local_dask`, the
+decorator every task wears); Futures and persisted collections travel as they ended.
+
 What Flyte cannot express is refused with :class:`~taskcell.export.ExportError` naming the cell
 (more than 8 GPUs of a type, a MIG partition Flyte does not list) or left out with a warning
 (Dask abstract resources, a disk range: Flyte takes one disk size, the limit is kept).
@@ -223,7 +227,7 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
     )
     start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
     sources = helpers(workflow, imports, copy=True, target="flyte")
-    parts = [docstring(workflow.docstring), imports.render(), *sources, *start, *workflow.stand_ins]
+    parts = [docstring(workflow.docstring), imports.render(), *sources, *start]
     parts += ["\n".join(env_lines), *functions, main_source, cli]
     return module_source(parts), notes
 
@@ -275,6 +279,10 @@ class _Writer:
         self.main = namer.fresh("main", "workflow")
         self.state = namer.fresh("state") if workflow.carries_state else None
         self.helper = workflow.helpers
+        self.dask_task = (
+            f"{self.helper('local_dask')}({'task'!r})" if "local_dask" in self.helper.names else ""
+        )
+        """The decorator giving each task its own Dask cluster, where the notebook makes one."""
 
     def annotation(self, t: Type) -> str:
         """A value's annotation: Flyte's own types where the code makes them certain, else a
@@ -323,7 +331,8 @@ class _Writer:
             else f"tuple[{', '.join(annotations)}]"
         )
         retries = f"(retries={step.request.retries})" if step.request.retries else ""
-        return function(step.function, params, body, [f"@{env}.task{retries}"], returns)
+        decorators = [f"@{env}.task{retries}"] + ([f"@{self.dask_task}"] if self.dask_task else [])
+        return function(step.function, params, body, decorators, returns)
 
     def driver(self, driver_env: str) -> str:
         """``main()``, the driver task: the code cells, and each task awaited where the notebook
@@ -350,19 +359,21 @@ class _Writer:
         body = driver_body(self.workflow, call)
         body.insert(0, "\n".join(global_lines(driver_globals(self.workflow))))
         doc = '"""Run the notebook\'s workflow: its code cells here, its %%task cells as tasks."""'
-        head = f"@{driver_env}.task\nasync def {self.main}() -> None:\n    {doc}\n"
+        dask = f"@{self.dask_task}\n" if self.dask_task else ""
+        head = f"@{driver_env}.task\n{dask}async def {self.main}() -> None:\n    {doc}\n"
         return CellsCode(head + "\n\n".join(map(indent, body)))
 
     def _bindings(self, step: TaskStep) -> tuple[str, list[str]]:
         """What a task's call binds, and the lines that take its changes in place and state."""
         names, lines = [], []
         for name in step.returns:
+            bound = self.namer.fresh(f"{name}_new") if name in step.updates else name
+            names.append(bound)
+            if self.dask_task and self.annotation(step.types.get(name, ANY)).endswith(".Any"):
+                # Its Futures, made again on the driver's own cluster.
+                lines.append(f"{bound} = {self.helper('local_dask')}({'here'!r}, {bound})")
             if name in step.updates:
-                new = self.namer.fresh(f"{name}_new")
-                names.append(new)
-                lines.append(f"{name} = {self.helper('update')}({name}, {new})")
-            else:
-                names.append(name)
+                lines.append(f"{name} = {self.helper('update')}({name}, {bound})")
         if step.changes_state and self.state:
             names.append(self.state)
             lines.append(f"{self.helper('set_process_state')}({self.state}, returned=True)")

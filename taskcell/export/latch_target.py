@@ -20,6 +20,11 @@ L40s on ``g6e_*_task``), with a warning when it holds more GPUs than asked. Othe
 MIG slices, TPUs and other devices cannot be expressed and are refused with an error naming
 the cell. Shared memory and Dask abstract resources are left out with a warning.
 
+The notebook's Dask ``Client(...)``/``LocalCluster(...)`` is, in each task that uses it (every cell
+is a task), a real client on a cluster of the task's own
+(:func:`~taskcell.export.carriers.local_dask`, the decorator every task wears); Futures and
+persisted collections travel between cells as they ended.
+
 Dynamic resources become Latch resource functions (``def allocate_cpu_for_f(files, **kwargs)``),
 which Latch calls with the task's inputs before it starts the task; they turn the notebook's
 expression into Latch's units. Run the module with ``python`` to run the workflow on this
@@ -226,6 +231,10 @@ class _Writer:
         self.typing = self.imports.module("typing")
         self.helper = workflow.helpers
         self.state = namer.fresh("state") if workflow.carries_state else ""
+        self.dask_task = (
+            f"{self.helper('local_dask')}({'task'!r})" if "local_dask" in self.helper.names else ""
+        )
+        """The decorator giving each task its own Dask cluster, where the notebook makes one."""
 
     def path_class(self, kind: str) -> str:
         if kind == "file":
@@ -269,7 +278,8 @@ class _Writer:
             values.append(f"{self.helper('portable')}({self.helper('process_state')}())")
         if values:
             lines.append(f"return {', '.join(values)}")
-        return function(task.function, params, lines, [f"@{decorator}"], self.returns(task))
+        decorators = [f"@{decorator}"] + ([f"@{self.dask_task}"] if self.dask_task else [])
+        return function(task.function, params, lines, decorators, self.returns(task))
 
     def _paths(self, params: tuple[tuple[str, Type], ...]) -> list[str]:
         """Lines turning LatchFile/LatchDir inputs back into the notebook's ``pathlib.Path``."""
@@ -357,7 +367,6 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
         writer.imports.render(),
         *sources,
         *start,
-        *workflow.stand_ins,
     ]
     parts += [*plan.module_code, *resource_functions, *tasks, *workflow_source]
     return module_source(parts), notes

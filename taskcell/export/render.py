@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from taskcell.export import standalone
-from taskcell.export.carriers import carriers_source
+from taskcell.export.carriers import carriers_source, local_dask
 from taskcell.export.codegen import CellsCode, Namer, comment, indent, parses
 from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
 from taskcell.export.magics import HELPER_SOURCES
@@ -55,6 +55,10 @@ class ImportBlock:
         return "\n\n".join("\n".join(block) for block in blocks)
 
 
+#: Helpers copied from elsewhere than :mod:`taskcell.export.standalone`, by role.
+_COPIED = {"local_dask": local_dask}
+
+
 def helpers(workflow: Workflow, imports: ImportBlock, copy: bool, target: str = "") -> list[str]:
     """Bring in the helpers the module's code calls: imported (modules, IPython's classes, and
     taskcell's standalone functions unless ``copy``), or their source copied (returned; the
@@ -69,7 +73,8 @@ def helpers(workflow: Workflow, imports: ImportBlock, copy: bool, target: str = 
         if copy and role in state_roles:
             continue
         if origin == "standalone" and copy:
-            sources.append(standalone.source(getattr(standalone, role), name))
+            own = _COPIED.get(role) or getattr(standalone, role)
+            sources.append(standalone.source(own, name))
         elif origin == "standalone":
             imports.name("taskcell.export.standalone", role, alias=name)
         elif origin.startswith("import "):

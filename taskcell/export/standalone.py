@@ -19,9 +19,9 @@ the ``dask`` target imports them from here. What they stand for in a notebook:
   :mod:`taskcell.runner.process_state` itself (``dask``) or by its carriers shipped as source
   (``flyte``, ``latch``: :mod:`taskcell.export.carriers`).
 - :func:`close_figures`: figures closed after a cell, as the inline backend does.
-- :func:`local_dask`: a stand-in for a notebook's ``Client()``/``LocalCluster()`` where the
-  module runs without the notebook's cluster (Dask then computes in each task's process).
-- :func:`portable`: a value Flyte carries as a pickle even where it refuses the value itself.
+- :func:`portable`: a value Flyte and Latch carry as a pickle even where they refuse the value
+  itself; its Dask Futures as they ended, where the module makes the notebook's client
+  (:func:`taskcell.export.carriers.local_dask`, which stands for ``Client()`` in a task).
 - :func:`cores`, :func:`gib`, :func:`on_this_machine`: Latch's units and local files.
 
 Tests check each against taskcell's own parsers and records.
@@ -40,7 +40,6 @@ __all__ = [
     "cores",
     "gib",
     "ipython",
-    "local_dask",
     "on_this_machine",
     "portable",
     "rebound",
@@ -316,113 +315,20 @@ def close_figures() -> None:
         sys.modules["matplotlib.pyplot"].close("all")
 
 
-def local_dask(*args: Any, **kwargs: Any) -> Any:
-    """A stand-in for the notebook's ``Client(...)`` or ``LocalCluster(...)``: the same
-    methods, run at once in this process by Dask's local scheduler. It travels between tasks as
-    a value; so do the futures it gives, which hold their results."""
-
-    class Done:
-        """A finished future: ``result()``, ``done()``, ``status``."""
-
-        status = "finished"
-
-        def __init__(self, value: Any) -> None:
-            self.value = value
-
-        def result(self, timeout: Any = None) -> Any:
-            return self.value
-
-        def done(self) -> bool:
-            return True
-
-        def cancel(self) -> None:
-            pass
-
-        def __repr__(self) -> str:
-            return f"<Future: finished, type: {type(self.value).__name__}>"
-
-    def value_of(x: Any) -> Any:
-        if isinstance(x, Done):
-            return x.value
-        if isinstance(x, (list, tuple, set)):
-            return type(x)(value_of(v) for v in x)
-        if isinstance(x, dict):
-            return {k: value_of(v) for k, v in x.items()}
-        return x
-
-    class Local:
-        """The notebook's client or cluster, here: Dask computes in this process."""
-
-        def submit(self, fn: Callable, *a: Any, **kw: Any) -> Done:
-            for option in ("key", "pure", "workers", "resources", "retries", "priority"):
-                kw.pop(option, None)
-            return Done(fn(*value_of(a), **value_of(kw)))
-
-        def map(self, fn: Callable, *iterables: Any, **kw: Any) -> list:
-            return [self.submit(fn, *items, **kw) for items in zip(*iterables, strict=False)]
-
-        def gather(self, futures: Any, *a: Any, **kw: Any) -> Any:
-            return value_of(futures)
-
-        def scatter(self, data: Any, *a: Any, **kw: Any) -> Any:
-            if isinstance(data, (list, tuple)):
-                return type(data)(Done(v) for v in data)
-            return Done(data)
-
-        def compute(self, collections: Any, *a: Any, **kw: Any) -> Any:
-            import dask
-
-            if isinstance(collections, (list, tuple)):
-                return type(collections)(Done(v) for v in dask.compute(*collections))
-            return Done(dask.compute(collections)[0])
-
-        def persist(self, collections: Any, *a: Any, **kw: Any) -> Any:
-            import dask
-
-            if isinstance(collections, (list, tuple)):
-                return type(collections)(dask.persist(*collections))
-            return dask.persist(collections)[0]
-
-        def run(self, fn: Callable, *a: Any, **kw: Any) -> dict:
-            return {"local": fn(*a, **kw)}
-
-        # distributed's functions of futures, for the names the notebook imported
-        def wait(self, futures: Any, *a: Any, **kw: Any) -> Any:
-            return futures
-
-        def as_completed(self, futures: Any, with_results: bool = False, **kw: Any) -> Any:
-            items = list(futures)
-            return iter([(f, f.result()) for f in items] if with_results else items)
-
-        def get_client(self, *a: Any, **kw: Any) -> Any:
-            return self
-
-        default_client = get_client
-
-        def _nothing(self, *a: Any, **kw: Any) -> None:
-            return None
-
-        close = shutdown = restart = wait_for_workers = scale = adapt = upload_file = _nothing
-        progress = fire_and_forget = _nothing
-        dashboard_link = ""
-
-        def __enter__(self) -> Any:
-            return self
-
-        def __exit__(self, *exc: Any) -> None:
-            pass
-
-        def __repr__(self) -> str:
-            return "<Dask in this process (the notebook's cluster is left out)>"
-
-    return Local()
-
-
 def portable(value: object) -> object:
-    """A value as Flyte carries an untyped one, untouched: an object that unpickles as the
-    value itself. Flyte refuses ``None``, takes a tuple for several outputs, and reads
-    attributes of what a task returns (which a Dask collection answers with new tasks)."""
+    """A value as Flyte and Latch carry an untyped one, untouched: an object that unpickles as
+    the value itself. Flyte refuses ``None``, takes a tuple for several outputs, and reads
+    attributes of what a task returns (which a Dask collection answers with new tasks).
+
+    Where the module makes the notebook's Dask client, the value leaves its task as
+    :func:`taskcell.export.carriers.local_dask` hands it over: its Futures as they ended, a
+    collection holding Futures with their data (the task's cluster closes when it returns)."""
     import operator
+    import sys
+
+    dask = sys.modules.get("_taskcell_local_dask")  # made by the module's local_dask
+    if dask is not None:
+        value = dask.helper("leaving", value)
 
     class Carried:
         def __reduce__(self) -> tuple:

@@ -262,10 +262,29 @@ def test_the_notebooks_dask_cluster_per_target():
     assert dask.tasks == [] and "runs there" in dask.notes[0]
     flyte = plan_workflow(nb, BUILTIN_PRESETS, "flyte")
     assert drivers(flyte)[0] == (
-        "# client = Client()\n"
-        "client = _local_dask()  # taskcell: Dask runs in this process instead\n"
+        "# client = Client()\nclient = _local_dask('Client')  # taskcell: the task's own cluster\n"
     )
     assert flyte.tasks[0].params == ("client",)
+    assert flyte.notes == (
+        "cell 1 (from dask.distributed import Client): the notebook's Dask cluster ('client') "
+        "becomes a local cluster of the task's own on 127.0.0.1, made with the same arguments",
+    )
+
+
+def test_the_notebooks_cluster_is_made_with_its_arguments_in_each_task():
+    cells = (
+        "from dask.distributed import Client, LocalCluster\n"
+        "cluster = LocalCluster(\n    n_workers=2,  # two\n    processes=False,\n)\n"
+        "client = Client(cluster)",
+    )
+    nb = read_notebook(notebook(*cells), BUILTIN_PRESETS)
+    assert drivers(plan_workflow(nb, BUILTIN_PRESETS, "flyte")) == [
+        "# cluster = LocalCluster(\n#     n_workers=2,  # two\n#     processes=False,\n# )\n"
+        "cluster = _local_dask('LocalCluster', n_workers=2, processes=False)  "
+        "# taskcell: the task's own cluster\n"
+        "# client = Client(cluster)\n"
+        "client = _local_dask('Client', cluster)  # taskcell: the task's own cluster\n"
+    ]
 
 
 def test_docstring_and_markdown():
@@ -349,11 +368,12 @@ def test_a_loop_over_a_notebook_name_may_change_its_items():
     assert wf.tasks[0].updates == ("lookup", "models")
 
 
-def test_distributeds_functions_of_futures_come_from_the_stand_in_without_a_cluster():
+def test_distributeds_functions_of_futures_stay_distributeds_own():
     cells = ("from dask.distributed import Client, wait\nclient = Client()", "wait([])")
     nb = read_notebook(notebook(*cells), BUILTIN_PRESETS)
-    assert plan_workflow(nb, BUILTIN_PRESETS, "latch").stand_ins == ("wait = _local_dask().wait",)
-    assert plan_workflow(nb, BUILTIN_PRESETS, "dask").stand_ins == ()
+    for target in ("latch", "dask"):
+        workflow = plan_workflow(nb, BUILTIN_PRESETS, target)
+        assert workflow.imports == ("from dask.distributed import Client, wait",)
 
 
 def test_a_top_level_global_statement_does_nothing_as_in_the_notebook():

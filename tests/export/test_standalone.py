@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from taskcell.export.carriers import local_dask
 from taskcell.export.standalone import (
     capture,
     cores,
     gib,
-    local_dask,
     on_this_machine,
     portable,
     rebound,
@@ -165,23 +165,6 @@ def test_capture_keeps_what_it_caught_readable_after_pickling():
         display(3)
     again = pickle.loads(cloudpickle.dumps(caught))  # as every target carries it
     assert again.stdout == "inside\n" and len(again.outputs) == 1
-
-
-def test_the_stand_in_for_a_notebooks_cluster_computes_here():
-    import dask
-
-    client = local_dask()
-    future = client.submit(lambda a, b: a + b, 1, b=2)
-    squares = client.map(lambda v: v * v, range(3))
-    assert future.result() == 3 and future.done()
-    assert client.gather(squares) == [0, 1, 4]
-    assert client.gather({"a": future}) == {"a": 3}
-    assert client.compute(dask.delayed(sum)([1, 2])).result() == 3
-    assert [f.result() for f in client.wait(squares)] == [0, 1, 4]
-    assert [r for _, r in client.as_completed(squares, with_results=True)] == [0, 1, 4]
-    assert client.close() is None and client.get_client() is client
-    carried = pickle.loads(cloudpickle.dumps(squares))
-    assert [f.result() for f in carried] == [0, 1, 4]
 
 
 @pytest.mark.parametrize("value", [None, (1, 2), ("a",)], ids=["none", "pair", "one"])
