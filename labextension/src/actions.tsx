@@ -12,11 +12,13 @@ import {
 import { IFrame } from '@jupyterlab/ui-components';
 import React from 'react';
 
+import { AnsiText } from './ansi';
 import type { ITaskOutput } from './api';
 import type { SidebarModel } from './model';
 import type { IActions } from './occupancy';
 
-/** A task's output and error, as the dialog shows them. */
+/** A task's output and error, as the dialog shows them: as a terminal would (colours, and
+ * `\r` redraws over one another). */
 export function OutputBody(props: { output: ITaskOutput }): JSX.Element {
   const { output } = props;
   return (
@@ -30,12 +32,12 @@ export function OutputBody(props: { output: ITaskOutput }): JSX.Element {
         </p>
       )}
       {output.text ? (
-        <pre className="jp-taskcell-output-text">{output.text}</pre>
+        <AnsiText className="jp-taskcell-output-text" text={output.text} />
       ) : (
         <p className="jp-taskcell-empty">It printed nothing.</p>
       )}
       {output.error && (
-        <pre className="jp-taskcell-output-error">{output.error}</pre>
+        <AnsiText className="jp-taskcell-output-error" text={output.error} />
       )}
     </div>
   );

@@ -12,8 +12,9 @@ it; it uses the standard library and distributed alone. It adds two scheduler ha
 - ``taskcell_task_output``: what a cell printed, displayed and raised, from the events its
   worker logged on its kernel's topic (the scheduler keeps the last
   ``distributed.admin.low-level-log-length`` of each topic, while the kernel is connected):
-  ``stream`` texts, ``display`` data as text, and a ``failed`` event's ``traceback``, else its
-  one-line ``error``.
+  ``stream`` texts, ``display`` data as text (an update in the place of the display it
+  updates; ``clear`` clears), and a ``failed`` event's ``traceback``, else its one-line
+  ``error``. The sidebar draws the text as a terminal would (``\\r``, ANSI colours).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "taskcell-control"
 #: Bumped when the handlers change, so a server replaces an older plugin.
-VERSION = 3
+VERSION = 4
 #: The embedded cluster's handler ``(n) -> {"workers": n}`` (or ``{"error": why}``): start or
 #: retire workers until it has ``n`` (new ones like the first, the least busy retired first).
 SCALE = "taskcell_embedded_scale"
@@ -62,22 +63,39 @@ class ControlPlugin(SchedulerPlugin):
 
     def handle_output(self, key: str) -> dict:
         """What the cell ``key`` printed and displayed (as text), what it raised, and where it
-        ran."""
+        ran. As the notebook shows them: an update of a ``display_id`` replaces what that
+        display showed (a progress bar is its last state, once), and ``clear_output`` clears
+        (with ``wait``, once the next output comes)."""
         assert self.scheduler is not None
         parts: list[str] = []
-        found, worker, error = False, None, None
+        shown: dict[str, list[int]] = {}  # display_id -> where its displays are in parts
+        found, worker, error, clearing = False, None, None, False
         for log in self.scheduler.get_events().values():
             for _, msg in log:
                 if not isinstance(msg, dict) or msg.get("key") != key:
                     continue
                 kind = msg.get("kind")
+                if kind in ("stream", "display") and clearing and not msg.get("update"):
+                    parts, shown, clearing = [], {}, False
                 if kind == "started":
                     found, worker = True, msg.get("worker")
                 elif kind == "stream":
                     parts.append(str(msg.get("text", "")))
                 elif kind == "display":
-                    data = msg.get("data") or {}
-                    parts.append(str(data.get("text/plain", "")) + "\n")
+                    text = str((msg.get("data") or {}).get("text/plain", "")) + "\n"
+                    display_id = str((msg.get("transient") or {}).get("display_id") or "")
+                    if msg.get("update"):
+                        for at in shown.get(display_id, []):
+                            parts[at] = text
+                    else:
+                        if display_id:
+                            shown.setdefault(display_id, []).append(len(parts))
+                        parts.append(text)
+                elif kind == "clear":
+                    if msg.get("wait"):
+                        clearing = True
+                    else:
+                        parts, shown, clearing = [], {}, False
                 elif kind == "failed":  # the user's traceback where the worker sends it
                     error = msg.get("traceback") or msg.get("error")
         text = "".join(parts)

@@ -7,7 +7,8 @@ they apply ``transient`` (its ``display_id``), ``update`` (it replaces that disp
 A cell process holds one IPython ``InteractiveShell`` (made on its first cell, without history),
 whose namespace is each cell's own. The magics a task cell may use (``taskcell.runner.cell_magics``)
 run through it exactly as in the notebook's kernel; what it displays, ``display()`` and
-``display_id`` updates included, goes to the notebook through the cell's outbox.
+``display_id`` updates included, goes to the notebook through the cell's outbox, and so do
+``tqdm.notebook``'s and ``tqdm.auto``'s bars (:mod:`taskcell.runner.progress`).
 
 Nobody can type into a cell on a worker: ``input()`` and ``getpass.getpass()`` raise
 IPython's ``StdinNotImplementedError`` at once, as a kernel does where its front end cannot
@@ -25,6 +26,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from taskcell.runner import progress
 
 Send = Callable[[tuple], None]
 
@@ -87,6 +90,7 @@ def _the_shell() -> Any:
             config = Config()
             config.HistoryManager.enabled = False
             _shell = InteractiveShell.instance(config=config)
+            progress.install()  # tqdm.notebook's and tqdm.auto's bars as displays
     return _shell
 
 

@@ -432,7 +432,10 @@ def test_a_failing_cell_and_a_pools_worker_show_in_the_sidebar(tmp_path, gpu_clu
     from playwright.sync_api import expect
 
     release = tmp_path / "release"
-    failing = "%%task --bg --name broken\nprint('reading batch 7')\nraise ValueError('bad batch')"
+    failing = (
+        "%%task --bg --name broken\nprint('reading batch 7')\n"
+        "print('step 1/2\\rstep 2/2 \\x1b[31mred\\x1b[0m')\nraise ValueError('bad batch')"
+    )
     cells = [failing, POOL_CELL, held_cell("pooled", "A100:1", release)]
     name = notebook(tmp_path / "notebooks", "failing.ipynb", gpu_cluster.address, *cells)
     with lab_page(lab, tmp_path / "chromium-profile", name, "e2e-sidebar-failed.png") as page:
@@ -461,7 +464,10 @@ def test_a_failing_cell_and_a_pools_worker_show_in_the_sidebar(tmp_path, gpu_clu
         # Its output and error, opened from its line.
         ended.locator(".jp-taskcell-output").click()
         dialog = page.locator(".jp-Dialog")
-        expect(dialog.locator(".jp-taskcell-output-text")).to_have_text("reading batch 7\n")
+        # As a terminal shows it: the \r redraw over the line, the ANSI colour as a colour.
+        text = dialog.locator(".jp-taskcell-output-text")
+        expect(text).to_have_text("reading batch 7\nstep 2/2 red\n")
+        expect(text.locator(".ansi-red-fg")).to_have_text("red")
         expect(dialog.locator(".jp-taskcell-output-error")).to_contain_text("ValueError: bad batch")
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-output.png"))
         dialog.locator("button", has_text="Close").click()

@@ -200,6 +200,10 @@ class TestAClusterTaskcellDidNotStart:
         cid = cluster_id(dask_processes.address)
         (worker,) = (await wait_for(cid, workers(1)))["snapshot"]["workers"]
         key, other = "cell-3-" + "0" * 32, "cell-4-" + "1" * 32
+        bar = "cell-5-" + "2" * 32
+
+        def shown(text: str, **more) -> dict:  # a display of a progress bar, or its update
+            return {"key": bar, "kind": "display", "data": {"text/plain": text}, **more}
 
         def report() -> None:  # as taskcell.runner.remote reports a cell, on its kernel's topic
             worker = get_worker()
@@ -209,6 +213,11 @@ class TestAClusterTaskcellDidNotStart:
                 {"key": key, "kind": "display", "data": {"text/plain": "<Figure>"}},
                 {"key": key, "kind": "failed", "error": "ValueError: bad batch"},
                 {"key": other, "kind": "failed", "error": "KeyError: 'x'", "traceback": "Tb\n"},
+                shown(" 0/2", transient={"display_id": "b1"}),
+                {"key": bar, "kind": "stream", "name": "stderr", "text": "\r1/3\r2/3"},
+                shown(" 1/2", transient={"display_id": "b1"}, update=True),
+                shown(" 2/2", transient={"display_id": "b1"}, update=True),
+                {"key": bar, "kind": "stream", "name": "stderr", "text": "\r3/3\n"},
             ):
                 worker.log_event("kernel-client-1", event)
 
@@ -221,6 +230,10 @@ class TestAClusterTaskcellDidNotStart:
             "truncated": False,
             "error": "ValueError: bad batch",
         }
+        # A display's updates in its place, as the notebook shows them; the \r for the
+        # sidebar to draw as a terminal.
+        text = (await api("clusters", cid, "tasks", bar, "output"))["text"]
+        assert text == " 2/2\n\r1/3\r2/3\r3/3\n"
         # The user's traceback, where the worker sends one.
         assert (await api("clusters", cid, "tasks", other, "output"))["error"] == "Tb\n"
         code, message = await refused(jp_fetch, "clusters", cid, "tasks", "nope-1", "output")
