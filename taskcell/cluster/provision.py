@@ -58,6 +58,7 @@ from taskcell.cluster.pool_records import (
 from taskcell.cluster.pools import Pool, configured_pools
 from taskcell.cluster.provision_core import Claim, Decision, Logged, Seen, Worker, decide
 from taskcell.cluster.provision_core import Monotonic as _Monotonic
+from taskcell.cluster.waits import Wait, wait
 from taskcell.errors import ClusterError
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ class Provisioner:
             self._changed = True
         self._wake()
 
-    def status(self, key: str) -> str | None:
+    def status(self, key: str) -> Wait | None:
         """What the claimed task ``key`` waits for; None when it is not claimed.
 
         Raises
@@ -181,21 +182,21 @@ class Provisioner:
             if c.error is not None:
                 raise ClusterError(c.error)
             if c.worker is not None:
-                return f"queued on {c.worker}, a worker of pool {c.pool.name}"
+                return wait("pool-queued", pool=c.pool.name, where=c.worker)
             mine = [w for w in self._workers if w.pool == c.pool.name]
             starting = [w for w in mine if w.state == "starting"]
             if starting:
                 w = starting[0]
-                what = f" ({w.started})" if w.started else ""
                 waited = time.monotonic() - w.asked_at
-                return f"starting a worker of pool {c.pool.name}{what}: {waited:.0f} s"
+                return wait(
+                    "pool-starting", pool=c.pool.name, where=w.started or None, seconds=waited
+                )
             active = [w for w in mine if w.state == "running"]
             if active:
-                return (
-                    f"waiting for a worker of pool {c.pool.name}: all {len(active)} busy "
-                    f"(max-workers {c.pool.max_workers})"
+                return wait(
+                    "pool-busy", pool=c.pool.name, count=len(active), total=c.pool.max_workers
                 )
-            return f"starting a worker of pool {c.pool.name}"
+            return wait("pool-starting", pool=c.pool.name)
 
     def leaving(self) -> set[str]:
         """Addresses of its workers retiring or retired."""
@@ -600,9 +601,10 @@ def claim(client: Client, placement: Placement, future: Future, followed: bool =
         provisioner.claim(placement.pool, future, placement.resources, followed)
 
 
-def waiting_status(client: Client, key: str) -> str | None:
-    """What the claimed task ``key`` waits for (``starting a worker of pool a100x2 (SLURM job
-    17): 12 s``), or None when it waits for no pool.
+def waiting_status(client: Client, key: str) -> Wait | None:
+    """What the claimed task ``key`` waits for (a ``pool-starting`` :class:`Wait`, in words
+    ``starting a worker of pool a100x2 (SLURM job 17): 12 s``), or None when it waits for no
+    pool.
 
     Raises
     ------

@@ -20,7 +20,7 @@ is a dict with named keys, as distributed's progress stream sends; an update loo
           "running_tasks": 1, "assigned_tasks": 1}],
      "removed": ["tcp://10.0.0.8:40211"],         # workers that left
      "queue": [{"key": "big-1", "request": {"GPU": 4}, "state": "queued",
-                "since": 1764041600.0, "waiting_for": "no live worker can ever run it: ..."}],
+                "since": 1764041600.0, "wait": {"code": "no-capable-worker", ...}}],
      "queued": 1,                                  # all queued tasks; "queue" lists the first
      "totals": {"threads": {"total": 2, "running": 1, "assigned": 1}, "GPU": {...}},
      "recent": [{"key": "cell-2-<uuid4 hex>", "request": {"GPU": 1}, "state": "failed",
@@ -31,9 +31,10 @@ is a dict with named keys, as distributed's progress stream sends; an update loo
      "full": False}                                # True: the whole state
 
 A task carries a ``name`` only where the client cannot derive it from a string key, and a
-``waiting_for`` only when queued (an assigned task's is derived by the client from its worker's
-amounts). ``queue``, ``recent`` and ``pools`` are None when unchanged (never in a whole state);
-``recent`` holds the latest first. An update of :data:`COMPRESS_FROM` workers or more travels
+``wait`` (a :class:`~taskcell.cluster.waits.Wait`: a code and numbers, never words) only when
+queued (an assigned task's is derived by the client from its worker's amounts). ``queue``,
+``recent`` and ``pools`` are None when unchanged (never in a whole state); ``recent`` holds the
+latest first. An update of :data:`COMPRESS_FROM` workers or more travels
 packed (:func:`pack`). A history sample holds the totals at one time::
 
     {"time": 1764041640.25, "queued": 1, "totals": {"GPU": {"total": 2, "running": 1, ...}}}
@@ -51,6 +52,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from taskcell.cluster.waits import Wait, lack, wait
 from taskcell.planner.schema import (
     STRIP_SECONDS,
     STRIP_STEPS,
@@ -66,7 +68,6 @@ from taskcell.planner.schema import (
     UsageStrip,
     WorkerSnapshot,
 )
-from taskcell.spec.amounts import show_amount
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
@@ -74,7 +75,7 @@ if TYPE_CHECKING:
     from taskcell.cluster.mapping import WorkerCapacity
 
 #: Version of the wire format; a client that finds another version re-registers the plugin.
-WIRE_VERSION = 5
+WIRE_VERSION = 6
 #: Updates carrying this many workers or more travel compressed (see :func:`pack`).
 COMPRESS_FROM = 64
 
@@ -101,7 +102,7 @@ class TaskRecord(TypedDict):
     state: TaskState
     since: float
     #: Only on a queued task.
-    waiting_for: NotRequired[str]
+    wait: NotRequired[Wait]
 
 
 class EndedRecord(TypedDict):
@@ -192,7 +193,7 @@ def task_record(
     request: dict[str, float],
     state: TaskState,
     since: float,
-    waiting_for: str | None = None,
+    wait: Wait | None = None,
     name: str | None = None,
 ) -> TaskRecord:
     """A task on the wire; its name (Dask's key ``prefix``) only where a string key lacks it,
@@ -200,8 +201,8 @@ def task_record(
     record: TaskRecord = {"key": str(key), "request": request, "state": state, "since": since}
     if name is not None or not isinstance(key, str):
         record["name"] = prefix if name is None else name
-    if waiting_for is not None:
-        record["waiting_for"] = waiting_for
+    if wait is not None:
+        record["wait"] = wait
     return record
 
 
@@ -412,7 +413,7 @@ def uses(resources: Mapping[str, UseRecord]) -> list[ResourceUse]:
     ]
 
 
-def assigned_reason(request: Mapping[str, float], worker: WorkerSnapshot) -> str:
+def assigned_reason(request: Mapping[str, float], worker: WorkerSnapshot) -> Wait:
     """What a task assigned to ``worker`` waits for there, from the worker's amounts."""
     by_name = {u["resource"]: u for u in worker["resources"]}
     held = []
@@ -421,17 +422,14 @@ def assigned_reason(request: Mapping[str, float], worker: WorkerSnapshot) -> str
         total = use["total"] if use else 0.0
         running = use["running"] if use else 0.0
         if asked > total - running:
-            held.append(
-                f"{resource}={show_amount(resource, asked)} ({show_amount(resource, running)} of "
-                f"{show_amount(resource, total)} held by running tasks)"
-            )
+            held.append(lack(resource, asked, total, held=running))
     if held:
-        return "waiting on this worker for " + "; ".join(held)
+        return wait("worker-resources", lacking=held)
     threads = by_name.get(THREADS)
     if threads is not None and threads["running"] >= threads["total"]:
-        busy, total = threads["running"], threads["total"]
-        return f"waiting on this worker for a free thread ({busy:g} of {total:g} busy)"
-    return "starting"
+        busy, total = int(threads["running"]), int(threads["total"])
+        return wait("worker-thread", count=busy, total=total)
+    return wait("worker-starting")
 
 
 def _name(key: Any, name: str | None) -> str:
@@ -453,7 +451,7 @@ def decode_task(record: TaskRecord, worker: str | None = None) -> TaskInfo:
         state=record["state"],
         since=record["since"],
         worker=worker,
-        waiting_for=record.get("waiting_for"),
+        wait=record.get("wait"),
     )
 
 
@@ -513,7 +511,7 @@ def decode_worker(record: WorkerRecord) -> WorkerSnapshot:
     )
     for task in worker["tasks"]:
         if task["state"] == "assigned":
-            task["waiting_for"] = assigned_reason(task["request"], worker)
+            task["wait"] = assigned_reason(task["request"], worker)
     return worker
 
 

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from taskcell.cluster import waits
 from taskcell.planner import codec, ended, plugin
 from taskcell.planner.schema import STRIP_SECONDS, STRIP_STEPS, PoolInfo, Snapshot
 from taskcell.spec import amounts
@@ -44,7 +45,7 @@ def pickled_plugins() -> tuple[bytes, bytes]:
     import cloudpickle
     from distributed.protocol.pickle import dumps
 
-    for module in (plugin, ended, codec, amounts):
+    for module in (plugin, ended, codec, waits, amounts):
         cloudpickle.register_pickle_by_value(module)
     return dumps(plugin.OccupancyPlugin()), dumps(plugin.StartReporter())
 

@@ -49,6 +49,7 @@ from distributed.metrics import time
 
 from taskcell.cluster.pool_records import POOLS_TOPIC
 from taskcell.cluster.submit import CELL_ANNOTATION
+from taskcell.cluster.waits import Wait, lack, wait
 from taskcell.planner.codec import (
     WIRE_VERSION,
     EndedRecord,
@@ -70,7 +71,6 @@ from taskcell.planner.codec import (
 )
 from taskcell.planner.ended import EndedTasks
 from taskcell.planner.schema import QUEUE_LIMIT, TASKS_PER_WORKER, THREADS, PoolInfo, TaskState
-from taskcell.spec.amounts import shortfall, show_amount
 
 if TYPE_CHECKING:
     from distributed import Scheduler, Worker
@@ -88,10 +88,6 @@ STARTED_TOPIC = "taskcell-task-started"
 _QUEUE_STATES = ("no-worker", "waiting", "queued")
 
 
-def _request(restrictions: dict[str, float] | None) -> str:
-    return ", ".join(f"{r}={show_amount(r, a)}" for r, a in (restrictions or {}).items())
-
-
 def _hashable(key: Any) -> Any:
     """A key as the scheduler holds it (msgpack may turn a tuple key into a list)."""
     if isinstance(key, list):
@@ -100,7 +96,7 @@ def _hashable(key: Any) -> Any:
 
 
 def _task(
-    ts: Any, state: TaskState, since: float, request: dict | None = None, why: str | None = None
+    ts: Any, state: TaskState, since: float, request: dict | None = None, why: Wait | None = None
 ) -> TaskRecord:
     """A task on the wire, its request read from the task unless given."""
     if request is None:
@@ -112,7 +108,7 @@ def _task(
         request=request,
         state=state,
         since=since,
-        waiting_for=why,
+        wait=why,
         name=f"{cell}: {ts.prefix.name}" if cell else None,
     )
 
@@ -540,7 +536,7 @@ class OccupancyPlugin(SchedulerPlugin):
     def queue_records(self) -> list[TaskRecord]:
         """The tasks no worker holds yet, oldest first within each state, at most QUEUE_LIMIT."""
         out: list[TaskRecord] = []
-        reasons: dict[Any, str] = {}
+        reasons: dict[Any, Wait] = {}
         for state in _QUEUE_STATES:
             room = QUEUE_LIMIT - len(out)
             for key, since in itertools.islice(self.queue[state].items(), room):
@@ -550,12 +546,11 @@ class OccupancyPlugin(SchedulerPlugin):
                 out.append(_task(ts, "queued", since, why=self._queued_reason(ts, reasons)))
         return out
 
-    def _queued_reason(self, ts: Any, cache: dict[Any, str]) -> str:
+    def _queued_reason(self, ts: Any, cache: dict[Any, Wait]) -> Wait:
         if ts.state == "waiting":
-            n = len(ts.waiting_on or ())
-            return f"waiting for {n} input{'s' if n != 1 else ''} to be computed"
+            return wait("inputs", count=len(ts.waiting_on or ()))
         if ts.state == "queued":
-            return "queued on the scheduler until a worker has a free thread"
+            return wait("free-thread")
         signature = (
             tuple(sorted((ts.resource_restrictions or {}).items())),
             tuple(sorted(map(str, ts.worker_restrictions or ()))),
@@ -565,19 +560,19 @@ class OccupancyPlugin(SchedulerPlugin):
             cache[signature] = self._no_worker_reason(ts)
         return cache[signature]
 
-    def _no_worker_reason(self, ts: Any) -> str:
+    def _no_worker_reason(self, ts: Any) -> Wait:
         workers = list(self._scheduler.workers.values())
         if not workers:
-            return "no worker is connected to the scheduler"
+            return wait("no-worker")
         if ts.worker_restrictions or ts.host_restrictions:
-            return "restricted to workers or hosts that are not connected"
+            return wait("restricted")
         restrictions = ts.resource_restrictions or {}
         lacking = []
         for resource, asked in restrictions.items():
             best = max(workers, key=lambda ws: ws.resources.get(resource, 0.0))
             most = best.resources.get(resource, 0.0)
             if most < asked:
-                lacking.append(shortfall(resource, asked, most, best.address))
+                lacking.append(lack(resource, asked, most, on=best.address))
         if lacking:
-            return "no live worker can ever run it: " + "; ".join(lacking)
-        return f"no single live worker has {_request(restrictions)} together"
+            return wait("no-capable-worker", lacking=lacking)
+        return wait("not-together", request=restrictions)

@@ -24,7 +24,9 @@ seconds (``strips``), from the scheduler's occupancy history.
 It also carries the pools of :mod:`taskcell.cluster.provision` a kernel configured or started
 workers for, as each kernel last published them, for as long as that kernel's client is
 connected: :class:`PoolInfo` and :class:`PoolWorker`, defined where they are written
-(:mod:`taskcell.cluster.pool_records`) and re-exported here.
+(:mod:`taskcell.cluster.pool_records`) and re-exported here. What a task waits for is a
+:class:`Wait`, a code and its numbers, likewise defined where it is produced
+(:mod:`taskcell.cluster.waits`) and re-exported here.
 
 The planner's answers travel as JSON too: :class:`SuggestionInfo` (``suggest(...).to_dict()``)
 and :class:`HintInfo` (``review(...)[i].to_dict()``).
@@ -43,6 +45,9 @@ from taskcell.cluster.pool_records import PoolInfo as PoolInfo
 from taskcell.cluster.pool_records import PoolWorker as PoolWorker
 from taskcell.cluster.pool_records import PoolWorkerState as PoolWorkerState
 from taskcell.cluster.pool_records import workers_up as workers_up
+from taskcell.cluster.waits import Lack as Lack
+from taskcell.cluster.waits import Wait as Wait
+from taskcell.cluster.waits import WaitCode as WaitCode
 
 #: The pseudo-resource every worker has: its Dask threads, one held by each running task.
 THREADS = "threads"
@@ -81,8 +86,9 @@ class TaskInfo(TypedDict):
 
     ``name`` is the cell's task name (``cell-3``, or ``--name``) for taskcell tasks and Dask's
     key prefix otherwise; ``request`` its Dask resources; ``since`` (Unix time) when it started
-    running, was assigned, or was queued; ``waiting_for`` says, for assigned and queued tasks,
-    what it waits for ("no live worker can ever run it: asks GPU=4; ...").
+    running, was assigned, or was queued; ``wait`` says, for assigned and queued tasks, what
+    it waits for, as a code and numbers (:class:`~taskcell.cluster.waits.Wait`; its words are
+    :func:`~taskcell.cluster.waits.wait_words`).
     """
 
     key: str
@@ -91,7 +97,7 @@ class TaskInfo(TypedDict):
     state: TaskState
     since: float
     worker: str | None
-    waiting_for: str | None
+    wait: Wait | None
 
 
 class WorkerSnapshot(TypedDict):

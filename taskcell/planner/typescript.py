@@ -28,6 +28,7 @@ from pathlib import Path
 #: The modules whose records and documented constants the sidebar uses, in output order.
 SOURCES = (
     "taskcell.cluster.pool_records",
+    "taskcell.cluster.waits",
     "taskcell.planner.schema",
     "taskcell.spec.amounts",
     "taskcell.planner.view",

@@ -24,8 +24,10 @@ The rules, stated once:
   its :data:`RUNNING_SHOWN` oldest running tasks, and how many more run and how many wait.
 - Waiting lists the tasks queued on the scheduler (in the snapshot's order), then those assigned
   to a worker and waiting there (oldest first), at most :data:`WAITING_ROWS`, each with what it
-  waits for. A queued task that no live worker can run but a listed pool's worker will (one is
-  starting, or tasks wait for the pool) waits for that pool's worker to start.
+  waits for, in :func:`~taskcell.cluster.waits.wait_words`'s words (the cell's status line
+  uses the same). A queued task that no live worker can run (its wait's code, never its
+  words, says so) but a listed pool's worker will (one is starting, or tasks wait for the
+  pool) waits for that pool's worker to start.
 - Ended lists the snapshot's recent tasks, latest first: how each ended, on which worker (by
   name where it is still connected), how long it ran, its peak memory, how long ago, its error;
   with the cells, workers and states they hold, to filter them by.
@@ -50,6 +52,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
+from taskcell.cluster.waits import Wait, wait, wait_words
 from taskcell.planner.schema import (
     STRIP_SECONDS,
     STRIP_STEPS,
@@ -152,6 +155,8 @@ class TaskView(TypedDict):
     where: str
     #: How long it has run, or waited: "1m15s".
     waited: Ticking
+    #: What it waits for, in the words the cell's status line uses too
+    #: (:func:`~taskcell.cluster.waits.wait_words`), else None.
     waiting_for: str | None
 
 
@@ -410,34 +415,32 @@ def bar_view(use: ResourceUse) -> BarView:
     )
 
 
-#: How the scheduler words a task no live worker can run (:mod:`taskcell.planner.plugin`).
-_NO_LIVE_WORKER = "no live worker can ever run it"
-
-
 def _covers(shape: dict[str, float], request: dict[str, float]) -> bool:
     """Whether a worker advertising ``shape`` meets ``request`` (names without regard to case)."""
     has = {name.lower(): amount for name, amount in shape.items()}
     return all(has.get(name.lower(), 0.0) >= amount for name, amount in request.items())
 
 
-def pool_waited_for(task: TaskInfo, pools: Sequence[PoolInfo]) -> str | None:
+def pool_waited_for(task: TaskInfo, pools: Sequence[PoolInfo]) -> Wait | None:
     """What a task no live worker can run waits for, when a listed pool's worker will run it:
-    a worker of that pool starting, or tasks claimed for it. None otherwise."""
-    if task["state"] != "queued" or not (task["waiting_for"] or "").startswith(_NO_LIVE_WORKER):
+    a worker of that pool starting, or tasks claimed for it. None otherwise. Decided from the
+    wait's code, never its words."""
+    waited = task["wait"]
+    if task["state"] != "queued" or waited is None or waited["code"] != "no-capable-worker":
         return None
     for pool in pools:
         starting = [w for w in pool["workers"] if w["state"] == "starting"]
         if (starting or pool["waiting"]) and _covers(pool["resources"], task["request"]):
             started = next((w["started"] for w in starting if w["started"]), "")
-            return f"a worker of pool {pool['name']} to start" + (
-                f" ({started})" if started else ""
-            )
+            return wait("pool-starting", pool=pool["name"], where=started or None)
     return None
 
 
 def task_view(task: TaskInfo, now: float, pools: Sequence[PoolInfo] = ()) -> TaskView:
     """One task's line, its wait measured up to ``now``; ``pools`` say what a task no live worker
-    can run waits for (see :func:`pool_waited_for`)."""
+    can run waits for (see :func:`pool_waited_for`). Its words are :func:`wait_words`'s, as the
+    cell's status line's are."""
+    waited = pool_waited_for(task, pools) or task["wait"]
     return TaskView(
         key=task["key"],
         name=task["name"] or task["key"],
@@ -445,7 +448,7 @@ def task_view(task: TaskInfo, now: float, pools: Sequence[PoolInfo] = ()) -> Tas
         request=request_label(task["request"]),
         where=f"on {task['worker']}" if task["worker"] else "queued",
         waited=ticking("", task["since"], "", now),
-        waiting_for=pool_waited_for(task, pools) or task["waiting_for"],
+        waiting_for=wait_words(waited) if waited is not None else None,
     )
 
 

@@ -23,6 +23,7 @@ from taskcell.cluster.connect import live_workers, not_answering, silence
 from taskcell.cluster.provision import claim, waiting_status
 from taskcell.cluster.quiet import quiet_distributed
 from taskcell.cluster.submit import plan, unique_key
+from taskcell.cluster.waits import Wait, wait, wait_words
 from taskcell.errors import (
     CellError,
     CellInterrupted,
@@ -54,7 +55,6 @@ from taskcell.runner.remote_value import RemoteValue
 from taskcell.runner.stopping import stop_cell
 from taskcell.runner.writeback import Sent
 from taskcell.spec import Resources, parse_quantity
-from taskcell.spec.amounts import show_request
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -442,7 +442,7 @@ def _status(client: Client, sub: Submission, waited: float) -> str:
     except ClusterError:
         return _silent_scheduler(client)
     if not sub.attempts:
-        return waiting_status(client, sub.job.key) or _waiting_reason(sub, waited)
+        return wait_words(waiting_status(client, sub.job.key) or _waiting_reason(sub, waited))
     worker, retries = sub.attempts[-1], sub.job.retries
     if worker not in live:  # the cached view may predate the worker: ask again before judging
         live = {w.address for w in live_workers(client, refresh=True)}
@@ -464,12 +464,12 @@ def _silent_scheduler(client: Client) -> str:
     )
 
 
-def _waiting_reason(sub: Submission, waited: float) -> str:
+def _waiting_reason(sub: Submission, waited: float) -> Wait:
+    """What a cell no pool's worker was claimed for waits for, ``waited`` seconds after it was
+    submitted."""
     if waited < 1:
-        return "submitted"
-    resources = show_request(sub.resources) or "a free thread"
-    workers = f"{sub.capable} capable worker{'s' if sub.capable != 1 else ''}"
-    return f"waiting {waited:.0f} s for {resources}: {workers}, all busy"
+        return wait("submitted")
+    return wait("capable-busy", count=sub.capable, seconds=waited, request=sub.resources)
 
 
 def _where(sub: Submission) -> str:

@@ -11,6 +11,7 @@ from typing import get_args
 import pytest
 
 from taskcell.cluster import pool_records
+from taskcell.cluster.waits import lack, wait, wait_words
 from taskcell.planner import codec
 from taskcell.planner.feed import pickled_plugins
 from taskcell.planner.schema import (
@@ -25,6 +26,8 @@ from taskcell.planner.schema import (
 )
 
 KEY = "cell-3-" + "0" * 32
+#: What a task asking for four GPUs waits for on a cluster whose workers have two at most.
+NO_GPU4 = wait("no-capable-worker", lacking=[lack("GPU", 4, 2, on="tcp://w:1")])
 #: A pool as a kernel's provisioner publishes it (``taskcell.cluster.pool_records.PoolInfo``).
 PUBLISHED = {
     "kernel": "kernel-1",
@@ -92,10 +95,11 @@ def test_a_worker_decodes_into_the_schema_with_resources_in_order_and_reasons():
         state="running",
         since=10.0,
         worker="tcp://10.0.0.1:1",
-        waiting_for=None,
+        wait=None,
     )
     assert (assigned["key"], assigned["name"]) == ("('chunk', 0)", "chunk")
-    assert assigned["waiting_for"] == (
+    assert assigned["wait"] == wait("worker-resources", lacking=[lack("GPU", 1, 2, held=2)])
+    assert wait_words(assigned["wait"]) == (
         "waiting on this worker for GPU=1 (2 of 2 held by running tasks)"
     )
     assert codec.worker_capacity(w).resources == {"GPU": 2, "MEMORY": 8 << 30}
@@ -109,7 +113,7 @@ def test_a_whole_state_and_its_samples_round_trip():
         request={"GPU": 4},
         state="queued",
         since=12.0,
-        waiting_for="no live worker",
+        wait=NO_GPU4,
     )
     totals = codec.sum_totals([worker, worker])
     assert totals["GPU"] == {"total": 4, "running": 4, "assigned": 2}
@@ -187,11 +191,7 @@ def test_a_whole_state_and_its_samples_round_trip():
         )
     ]
     assert snap["strips"] == []
-    assert (snap["seq"], snap["queued"], snap["queue"][0]["waiting_for"]) == (
-        3,
-        1,
-        "no live worker",
-    )
+    assert (snap["seq"], snap["queued"], snap["queue"][0]["wait"]) == (3, 1, NO_GPU4)
     assert snap["queue"][0]["worker"] is None
     ((t, n, uses),) = codec.decode_samples(
         [codec.sample_record(time=13.0, queued=1, totals=totals)]
@@ -328,9 +328,12 @@ def test_the_plugins_run_where_taskcell_is_not_installed(tmp_path):
     }
     ((queued),) = queue
     assert queued["state"] == "queued"
-    assert (
-        "asks MEMORY=3 GiB; the most any worker has is 1 GiB, on tcp://w:1"
-        in (queued["waiting_for"])
+    assert queued["wait"] == wait(
+        "no-capable-worker", lacking=[lack("MEMORY", 3 << 30, 1 << 30, on="tcp://w:1")]
+    )
+    assert wait_words(queued["wait"]) == (
+        "no live worker can ever run it: asks MEMORY=3 GiB; the most any worker has is 1 GiB, "
+        "on tcp://w:1"
     )
     assert pools == {
         "c1": [

@@ -9,6 +9,7 @@ import pytest
 from distributed import Client, Event
 from waiting import eventually
 
+from taskcell.cluster.waits import wait_words
 from taskcell.planner import OccupancyFeed, occupancy, occupancy_history, snapshot
 from taskcell.planner.schema import Snapshot
 
@@ -75,12 +76,14 @@ def test_running_assigned_queued_and_why(client, feed):
     assert states == ["assigned", "running", "running"]
     waiting = next(t for t in gpu_a["tasks"] if t["state"] == "assigned")
     assert waiting["name"] == "hold" and waiting["request"] == {"GPU": 1}
-    assert (
-        waiting["waiting_for"] == "waiting on this worker for GPU=1 (2 of 2 held by running tasks)"
+    assert waiting["wait"] is not None and waiting["wait"]["code"] == "worker-resources"
+    assert wait_words(waiting["wait"]) == (
+        "waiting on this worker for GPU=1 (2 of 2 held by running tasks)"
     )
     (queued,) = snap["queue"]
     assert queued["key"] == f"too-big-{name}" and queued["state"] == "queued"
-    assert queued["waiting_for"] == (
+    assert queued["wait"] is not None and queued["wait"]["code"] == "no-capable-worker"
+    assert wait_words(queued["wait"]) == (
         "no live worker can ever run it: asks GPU=4; the most any worker has is 2, "
         f"on {gpu_a['address']}"
     )
@@ -149,7 +152,8 @@ def test_killed_worker_takes_its_resources_with_it(module_dask, client, feed):
     assert_never_negative(snap)
     assert "FPGA" not in {u["resource"] for u in snap["totals"]}
     (queued,) = snap["queue"]
-    assert queued["waiting_for"] == (
+    assert queued["wait"] is not None
+    assert wait_words(queued["wait"]) == (
         "no live worker can ever run it: asks FPGA=1; the most any worker has is 0"
     )
     task.cancel()

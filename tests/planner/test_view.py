@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from taskcell.cluster.waits import lack, wait
 from taskcell.planner.schema import (
     STRIP_SECONDS,
     EndedTask,
@@ -32,6 +33,8 @@ from taskcell.widgets import panel_html
 
 NOW = 1_000_000.0
 GiB = 1 << 30
+#: What a task asking for four GPUs waits for on a cluster whose workers have two at most.
+NO_GPU4 = wait("no-capable-worker", lacking=[lack("GPU", 4, 2, on="tcp://w:1")])
 
 
 def use(resource: str, total: float, running: float = 0, assigned: float = 0) -> ResourceUse:
@@ -46,7 +49,7 @@ def task(key: str, state: str, worker: str | None, ago: float, **extra) -> TaskI
         state=state,  # type: ignore[typeddict-item]
         since=NOW - ago,
         worker=worker,
-        waiting_for=None,
+        wait=None,
     )
     record.update(extra)  # type: ignore[typeddict-item]
     return record
@@ -134,11 +137,11 @@ def amounts_and_queue() -> Snapshot:
         task(f"run-{i}", "running", address, 4000 - i * 600, request={"CPU": 0.5}) for i in range(6)
     ]
     assigned = [
-        task("anon-1", "assigned", address, 10, name="", request={}, waiting_for="a thread"),
+        task("anon-1", "assigned", address, 10, name="", request={}, wait=wait("worker-starting")),
         task("etl-b", "assigned", address, 30, request={"memory": 1.125 * GiB, "DISK": 102912}),
     ]
     queued = [
-        task("big-1", "queued", None, 61, request={"GPU": 4}, waiting_for="no live worker"),
+        task("big-1", "queued", None, 61, request={"GPU": 4}, wait=NO_GPU4),
         task("odd-1", "queued", None, 5, request={"tokens": 1234567, "SHM": 64 << 20}),
     ]
     resources = [
@@ -300,7 +303,7 @@ def test_largest_group_first_busy_workers_first_idle_ones_folded():
 def test_waiting_lists_queued_then_assigned_oldest_first_and_counts_the_rest():
     address = "tcp://w:1"
     tasks = [task("late-1", "assigned", address, 5), task("early-1", "assigned", address, 50)]
-    queued = [task("big-1", "queued", None, 1, waiting_for="no live worker")]
+    queued = [task("big-1", "queued", None, 1, wait=NO_GPU4)]
     snap = snapshot([worker("w", address, [use("GPU", 1)], tasks)], queue=queued, queued=3)
     view = snapshot_view(snap, NOW)
     assert [t["name"] for t in view["waiting"]] == ["big", "early", "late"]
@@ -398,21 +401,20 @@ def test_every_duration_shown_ticks_from_a_moment_of_the_schedulers_clock():
 
 
 def test_a_task_no_live_worker_runs_waits_for_the_pool_worker_that_starts_for_it():
-    waiting = "no live worker can ever run it: asks GPU-A100=1; the most any worker has is 0"
-    queued = task(
-        "fit-1", "queued", None, 5, request={"GPU": 1, "GPU-A100": 1}, waiting_for=waiting
-    )
-    odd = task("odd-1", "queued", None, 5, request={"TPU": 1}, waiting_for=waiting)
+    waiting = wait("no-capable-worker", lacking=[lack("GPU-A100", 1, 0, on="tcp://w:1")])
+    words = "no live worker can ever run it: asks GPU-A100=1; the most any worker has is 0"
+    queued = task("fit-1", "queued", None, 5, request={"GPU": 1, "GPU-A100": 1}, wait=waiting)
+    odd = task("odd-1", "queued", None, 5, request={"TPU": 1}, wait=waiting)
     a100 = pool("k1", "a100", "local", 1, 1, pool_worker("a100-1", "starting", 3, started="pid 7"))
     snap = snapshot(
         [worker("cpu", "tcp://w:1", [use("threads", 2)])], queue=[queued, odd], pools=[a100]
     )
     fit, other = snapshot_view(snap, NOW)["waiting"]
-    assert fit["waiting_for"] == "a worker of pool a100 to start (pid 7)"
-    assert other["waiting_for"] == waiting  # no pool has a TPU: it is as the scheduler says
+    assert fit["waiting_for"] == "starting a worker of pool a100 (pid 7)"
+    assert other["waiting_for"] == words  # no pool has a TPU: it is as the scheduler says
     a100["workers"] = []
     a100["waiting"] = 0  # nothing starts and nothing is claimed: no pool will run it
-    assert snapshot_view(snap, NOW)["waiting"][0]["waiting_for"] == waiting
+    assert snapshot_view(snap, NOW)["waiting"][0]["waiting_for"] == words
 
 
 def test_the_timeline_shows_each_workers_tasks_of_the_last_minutes_coloured_by_cell():

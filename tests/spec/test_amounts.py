@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from taskcell.cluster import names
+from taskcell.cluster import names, waits
 from taskcell.cluster.feasibility import check_feasible
 from taskcell.cluster.mapping import WorkerCapacity
+from taskcell.cluster.waits import wait_words
 from taskcell.errors import InfeasibleError
-from taskcell.planner import codec
 from taskcell.planner.view import request_label
 from taskcell.runner.cell_task import Submission, _waiting_reason
 from taskcell.runner.history import TaskHistory, TaskRecord
@@ -53,7 +53,7 @@ def test_the_same_amount_reads_the_same_in_every_message() -> None:
     waiting = Submission(
         future=None, job=None, record=None, resources={"MEMORY": float(amount)}, capable=2, sent=()
     )
-    status = _waiting_reason(waiting, 5)
+    status = wait_words(_waiting_reason(waiting, 5))
     assert status == f"waiting 5 s for MEMORY={shown}: 2 capable workers, all busy"
     # the error of a request no live worker can meet
     small = WorkerCapacity(address="tcp://a:1", name="a", nthreads=4, memory_limit=16 * GiB)
@@ -70,7 +70,7 @@ def test_the_same_amount_reads_the_same_in_every_message() -> None:
     kept = RemoteValue(SimpleNamespace(key="k"), "x", amount)
     assert f": {shown} kept on the cluster" in repr(kept)
     # the panel and the sidebar's views, and the planner
-    assert codec.show_amount is show_amount
+    assert waits.show_amount is show_amount  # the words of what a task waits for
     assert (
         request_label({"MEMORY": amount}) == show_request({"MEMORY": amount}) == f"MEMORY={shown}"
     )

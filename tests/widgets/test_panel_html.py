@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from taskcell.cluster.waits import Wait, lack, wait
 from taskcell.planner.schema import (
     EndedTask,
     PoolInfo,
@@ -22,13 +23,15 @@ from taskcell.planner.view import bar_view, snapshot_view
 from taskcell.widgets import panel_html
 
 NOW = 1_000_000.0
+#: What a task asking for four GPUs waits for on a cluster whose workers have two at most.
+NO_GPU4 = wait("no-capable-worker", lacking=[lack("GPU", 4, 2, on="tcp://10.0.0.1:8786")])
 
 
 def use(resource: str, total: float, running: float = 0, assigned: float = 0) -> ResourceUse:
     return ResourceUse(resource=resource, total=total, running=running, assigned=assigned)
 
 
-def task(name: str, state: str, worker: str | None, why: str | None = None) -> TaskInfo:
+def task(name: str, state: str, worker: str | None, why: Wait | None = None) -> TaskInfo:
     return TaskInfo(
         key=f"{name}-0123",
         name=name,
@@ -36,14 +39,15 @@ def task(name: str, state: str, worker: str | None, why: str | None = None) -> T
         state=state,  # type: ignore[typeddict-item]
         since=NOW - 75,
         worker=worker,
-        waiting_for=why,
+        wait=why,
     )
 
 
 def worker(i: int, gpus: int = 2, running: int = 0, assigned: int = 0) -> WorkerSnapshot:
     address = f"tcp://10.0.{i // 250}.{i % 250}:8786"
     tasks = [task(f"train-{i}-{j}", "running", address) for j in range(running)]
-    tasks += [task(f"wait-{i}-{j}", "assigned", address, "GPU=1 held") for j in range(assigned)]
+    held = wait("worker-resources", lacking=[lack("GPU", 1, gpus, held=gpus)])
+    tasks += [task(f"wait-{i}-{j}", "assigned", address, held) for j in range(assigned)]
     return WorkerSnapshot(
         address=address,
         name=f"w{i:03d}",
@@ -114,11 +118,12 @@ def test_small_groups_list_every_worker():
 
 
 def test_queue_lists_queued_then_assigned_with_reasons():
-    queued = task("big", "queued", None, "no live worker can ever run it: asks GPU=4")
+    queued = task("big", "queued", None, NO_GPU4)
     html = panel_html.queue_html(view([worker(1, running=1, assigned=1)], [queued]))
     rows = re.findall(r"<tr><td title='[^']*'>([^<]*)</td>", html)
     assert rows == ["big", "wait-1-0"]
-    assert "no live worker can ever run it: asks GPU=4" in html and "GPU=1 held" in html
+    assert "no live worker can ever run it: asks GPU=4" in html
+    assert "waiting on this worker for GPU=1 (2 of 2 held by running tasks)" in html
     assert "queued" in html and "on tcp://10.0.0.1:8786" in html
     assert "<b>Waiting: 2</b>" in html
     assert panel_html.queue_html(view([worker(1)])).endswith("Nothing waits.</div>")
@@ -187,7 +192,7 @@ def test_totals_have_a_legend_a_strip_per_resource_and_the_dashboard():
 
 
 def test_the_cancel_control_offers_running_then_waiting_tasks():
-    queued = task("big", "queued", None, "no live worker")
+    queued = task("big", "queued", None, NO_GPU4)
     choices = panel_html.live_tasks(view([worker(1, running=1, assigned=1)], [queued]))
     assert choices == [
         ("train-1-0 · running on tcp://10.0.0.1:8786", "train-1-0-0123"),
