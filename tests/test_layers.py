@@ -1,7 +1,19 @@
-"""The packages import one another only as ARCHITECTURE.md's table of layers says.
+"""The imports between taskcell's modules follow ARCHITECTURE.md, "Layers and imports".
 
-The table is the contract a maintainer reads; this test reads the same table, so a new edge
-is either written down there, with its reason, or refused here naming the module and line.
+Two checks, one concept each:
+
+- the order and the cycles: ``lint-imports`` checks pyproject.toml's ``[tool.importlinter]``
+  contracts over every module, the top-level ones included: the layers, highest first, where a
+  module imports only layers below its own; ``taskcell/__init__.py`` imported by ``cli`` alone;
+  no cycle between the siblings of any package. One cycle those contracts cannot see, a module
+  with a package above it (its own ``__init__``), is checked here with grimp, the graph
+  import-linter builds. Imports inside functions and under TYPE_CHECKING count as edges in
+  both; the few deferred ones that close a cycle are listed, each with its line, in the
+  contract's ``ignore_imports``.
+- which downward edges between packages are made, and why: the table, which the maintainer
+  reads and this test reads too, so a new edge between packages is written down there, with
+  its reason, or refused here naming the module and line (a layer may import any layer below
+  it; the table says which it does).
 """
 
 from __future__ import annotations
@@ -9,9 +21,38 @@ from __future__ import annotations
 import ast
 import pathlib
 import re
+import subprocess
+import sys
+
+import grimp
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "taskcell"
+LINT_IMPORTS = pathlib.Path(sys.executable).parent / "lint-imports"
+
+
+def test_lint_imports_keeps_the_layers_and_finds_no_cycle():
+    out = subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_no_module_is_in_a_cycle_with_a_package_above_it():
+    # acyclic_siblings compares siblings; a package's own __init__ is no module's sibling.
+    graph = grimp.build_graph("taskcell", include_external_packages=False, cache_dir=None)
+    cycles = [
+        f"{module} -> {above} (line {details['line_number']}), and {above} imports it back"
+        for module in sorted(graph.modules)
+        for above in sorted(graph.find_modules_directly_imported_by(module))
+        if module.startswith(above + ".") and graph.chain_exists(importer=above, imported=module)
+        for details in graph.get_import_details(importer=module, imported=above)
+    ]
+    assert not cycles, "\n".join(cycles)
 
 
 def allowed_imports() -> dict[str, set[str]]:
