@@ -423,8 +423,8 @@ def live_workers(client: Client, refresh: bool = False, wait: bool = True) -> li
         raise ClusterError(
             f"the scheduler at {client.scheduler.address} did not answer ({why})"
         ) from None
-    _answer(client.id, asked)  # its own callback may not have run yet: result() returns first
-    return _workers[client.id][1]
+    # Read from the answer itself: result() returns before the callback storing it has run.
+    return _answer(client.id, asked)
 
 
 def _ask(client: Client, again: bool) -> concurrent.futures.Future:
@@ -441,10 +441,11 @@ def _ask(client: Client, again: bool) -> concurrent.futures.Future:
     return asked
 
 
-def _answer(client_id: str, asked: concurrent.futures.Future) -> None:
-    """Store the scheduler's answer: when it came, and the workers it names that are live."""
+def _answer(client_id: str, asked: concurrent.futures.Future) -> list[WorkerCapacity]:
+    """The live workers the scheduler's answer names, stored with when it came unless a newer
+    question has been asked since (its answer will be)."""
     if asked.cancelled() or asked.exception() is not None:
-        return
+        return []
     identity = asked.result()
     now = time.monotonic()
     _answered[client_id] = now
@@ -460,7 +461,10 @@ def _answer(client_id: str, asked: concurrent.futures.Future) -> None:
         for address, w in identity["workers"].items()
         if now - _heard_since(client_id, address, w.get("last_seen"), now) <= limit
     ]
-    _workers[client_id] = (now, workers)
+    with _lock:
+        if _asking.get(client_id) is asked:
+            _workers[client_id] = (now, workers)
+    return workers
 
 
 def _heard_since(client_id: str, worker: str, last_seen: object, now: float) -> float:

@@ -536,7 +536,7 @@ def _fetch(client: Client, sub: Submission) -> CellResult:
 
 
 def _fetched(client: Client, sub: Submission) -> CellResult:
-    threshold = _threshold()
+    threshold = sub.job.result_threshold  # what the cell's process judged its result by
     remote = {n for n, v in sub.sent.objects.items() if isinstance(v, RemoteValue)}
     large = {n: size for n, size in (sub.sizes or {}).items() if size > threshold}
     changed = {n: s for n, s in sub.changed_sizes.items() if s > threshold and n in remote}

@@ -15,8 +15,9 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-import cloudpickle
 import xxhash
+
+from taskcell.runner import crossing
 
 Written = Callable[[memoryview], "bool | None"]
 _NOT_DATA = (
@@ -54,10 +55,15 @@ class InputSnapshot:
             if self._fingerprint(value) != self._before[name]
         }
 
+    def judged(self) -> set[str]:
+        """The inputs whose change could be told: those that pickled before the cell ran (one
+        that did not is never known to be unchanged)."""
+        return {name for name, before in self._before.items() if before is not None}
+
     def _fingerprint(self, value: Any) -> tuple | None:
         buffers: list[Any] = []
         try:
-            data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+            data = crossing.dumps(value, buffers.append)
         except Exception:  # it cannot travel back either; the reply names it
             return None
         parts: list[Any] = [xxhash.xxh3_128_digest(data)]

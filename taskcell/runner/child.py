@@ -38,8 +38,6 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-import cloudpickle
-
 from taskcell.errors import InputError
 from taskcell.runner import cell_dask, cell_shell, crossing, peak_memory, process_state
 from taskcell.runner.changes import InputSnapshot, Written
@@ -262,21 +260,29 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     changed_sizes = {n: crossing.size_of(v) for n, v in result.changed.items()}
     refs = crossing.References()
     if max([*sizes.values(), *changed_sizes.values()], default=0) <= job.result_threshold:
-        # Only data: code's parts (a function's defaults) may have changed unseen.
-        data = [n for n in noted if n in snapshot.objects]
+        # Only data whose change could be told: code's parts (a function's defaults) may have
+        # changed unseen.
+        data = [n for n in noted if n in snapshot.judged()]
         left = [n for n in data if n not in result.changed]
         refs = crossing.references(job.key, noted, left, [n for n in data if n not in left])
-    return ("done", _returned(result, refs), usage, sizes, changed_sizes)
+    returned, sent = _returned(result, refs)
+    sizes = {n: size for n, size in sizes.items() if n in sent.outputs}
+    changed_sizes = {n: size for n, size in changed_sizes.items() if n in sent.changed}
+    return ("done", returned, usage, sizes, changed_sizes)
 
 
-def _returned(result: CellResult, refs: crossing.References) -> crossing.Returned:
-    """``result`` as it crosses back: what the cell received and left as it was, as references
-    to the notebook's own objects (none where a value stays on the worker, over the kernel's
-    threshold, where a later cell reads it); what cannot be pickled, named and left out."""
+def _returned(
+    result: CellResult, refs: crossing.References
+) -> tuple[crossing.Returned, CellResult]:
+    """``result`` as it crosses back, and what of it was sent: what the cell received and left
+    as it was, as references to the notebook's own objects (none where a value stays on the
+    worker, over the kernel's threshold, where a later cell reads it); what cannot be
+    pickled, named and left out."""
     try:
-        return crossing.Returned.of(result, refs)
+        return crossing.Returned.of(result, refs), result
     except Exception:
-        return crossing.Returned.of(_sendable(result), refs)
+        sendable = _sendable(result)
+        return crossing.Returned.of(sendable, refs), sendable
 
 
 def _environ() -> dict[bytes, bytes]:
@@ -438,7 +444,7 @@ def _sendable(result: CellResult) -> CellResult:
 def _travels(name: str, value: Any, lost: dict[str, str]) -> bool:
     """Whether ``value`` pickles; if not, why, in ``lost[name]``."""
     try:
-        cloudpickle.dumps(value, protocol=5, buffer_callback=lambda _: None)
+        crossing.dumps(value, lambda _: None)
     except Exception as e:
         lost[name] = f"{type(value).__name__}: {e}" if str(e) else type(value).__name__
         return False

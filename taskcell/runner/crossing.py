@@ -9,8 +9,14 @@ travels too. A function the notebook defined travels without the notebook's glob
 the cell's namespace there (:func:`receiving`), as it read the notebook's at home, wherever it
 is reached from: a name, a closure, a decorator's wrapper, a class's methods.
 
-Coming back, a class the notebook defined is the notebook's own object: cloudpickle finds it
-by the tracker id it sent it with, so its instances come back as instances of it. cloudpickle
+Coming back, the cell's process pickles its result once (:class:`Returned`); its worker and
+Dask carry it unopened and the kernel opens it. What the cell received and left as it was goes
+back as a reference to the notebook's own object, wherever the result holds it, and a numpy
+view of an array it received as a view of the notebook's array (:func:`references`): both sides
+note which object each memo index of the inputs' pickle stands for (:data:`NOTE_LIMIT`), and
+the kernel keeps its side while the cell runs (:func:`expect`). A class the notebook defined is
+the notebook's own object: cloudpickle finds it by the tracker id it sent it with, so its
+instances come back as instances of it. cloudpickle
 also sets the class's attributes from the copy that came back (with functions that do not read
 the notebook's globals), so the kernel keeps every class it sent as it was while it reads a
 result (:func:`guard_classes`). What a cell changed in the state of those classes and functions
@@ -97,8 +103,7 @@ class Sealed:
         """This, its buffers copied: Dask may send a task's arguments after ``submit`` returns,
         and the notebook may change its arrays by then (a background cell)."""
         # bytearray, not bytes: a buffer pickled read-only is rebuilt read-only in the cell
-        buffers = [bytearray(b) for b in self.buffers]
-        return Sealed(self.names, self.kinds, self.payload, buffers, self.objects)
+        return Sealed(self.names, self.kinds, self.payload, [bytearray(b) for b in self.buffers])
 
     def open(self, noted: dict[str, dict[int, Any]] | None = None) -> dict[str, Any]:
         """The values by name, rebuilt in order (in the cell's process, inside
@@ -423,18 +428,13 @@ class References:
     arrays: dict[int, list[tuple[tuple, Any]]] = field(default_factory=dict)
 
 
-class _ReturningPickler(ValuePickler):
-    """A cell's result: what the cell received and left as it was goes as a reference to the
-    notebook's object, a numpy view of an array it received as a view of the notebook's
-    array (:class:`References`)."""
+class _ViewPickler(ValuePickler):
+    """A cell's result where no object is sent by reference: a numpy view of an array the
+    cell received goes as a view of the notebook's array (:class:`References`)."""
 
     def __init__(self, file: Any, refs: References, **kwargs: Any) -> None:
         super().__init__(file, protocol=5, **kwargs)
         self.refs = refs
-
-    def persistent_id(self, obj: Any) -> tuple | None:
-        ref = self.refs.objects.get(id(obj))
-        return ref[0] if ref is not None else None
 
     def reducer_override(self, obj: Any) -> Any:
         if self.refs.arrays and _is_ndarray(obj) and obj.base is not None:
@@ -442,6 +442,16 @@ class _ReturningPickler(ValuePickler):
                 if received is not obj and _within(obj, received):
                     return (_view_of, (ref, *_view_reduce(obj, received)[1][1:]))
         return super().reducer_override(obj)
+
+
+class _ReturningPickler(_ViewPickler):
+    """A cell's result: what the cell received and left as it was goes as a reference to the
+    notebook's object (the pickler asks of every object, ints and strings too: only a result
+    that has such references pays for it)."""
+
+    def persistent_id(self, obj: Any) -> tuple | None:
+        ref = self.refs.objects.get(id(obj))
+        return ref[0] if ref is not None else None
 
 
 def _within(view: Any, array: Any) -> bool:
@@ -468,7 +478,7 @@ class Returned:
     """A cell's result as it crosses back: pickled in the cell's process, carried by the worker
     and Dask as it is, opened where it is read. In the kernel, references to what the cell
     received and left as it was open as the notebook's own objects (:func:`expect`); a result
-    opened on the worker (a value that stays there) holds none (:func:`unchanged`)."""
+    opened on the worker (a value that stays there) holds none (:func:`references`)."""
 
     __slots__ = ("_opened", "buffers", "payload", "worker")
 
@@ -483,7 +493,8 @@ class Returned:
         """``value`` pickled, with ``refs`` as references (:func:`references`)."""
         stream = io.BytesIO()
         buffers: list[pickle.PickleBuffer] = []
-        _ReturningPickler(stream, refs, buffer_callback=buffers.append).dump(value)
+        kind = _ReturningPickler if refs.objects else _ViewPickler
+        kind(stream, refs, buffer_callback=buffers.append).dump(value)
         return cls(stream.getvalue(), [b.raw() for b in buffers])
 
     def open(self) -> Any:
@@ -503,10 +514,12 @@ class Expected:
     submission holds this, references the cell sends back load as the notebook's own objects
     (elsewhere they cannot open)."""
 
-    __slots__ = ("__weakref__", "objects")
+    __slots__ = ("__weakref__", "functions", "objects")
 
-    def __init__(self, objects: dict[tuple[str, int], Any]) -> None:
+    def __init__(self, objects: dict[tuple[str, int], Any], functions: dict[str, Any]) -> None:
         self.objects = objects
+        #: The notebook functions sent to cells, by token: one redefined meanwhile still is.
+        self.functions = functions
 
 
 _expected: weakref.WeakValueDictionary[str, Expected] = weakref.WeakValueDictionary()
@@ -516,7 +529,7 @@ def expect(cell: str, parts: Mapping[str, Sealed]) -> Expected:
     """What the cell ``cell`` was sent as ``parts`` (part name -> sealed), known until the
     returned object is let go."""
     objects = {(p, i): obj for p, sealed in parts.items() for i, obj in sealed.objects.items()}
-    expected = _expected[cell] = Expected(objects)
+    expected = _expected[cell] = Expected(objects, dict(_functions.items()))
     return expected
 
 
@@ -524,7 +537,7 @@ def _received(cell: str, part: str | None, index: Any) -> Any:
     sent = _expected.get(cell)
     if sent is None:
         raise pickle.UnpicklingError(f"the result of {cell} refers to objects the kernel sent")
-    return _functions[index] if part is None else sent.objects[(part, index)]
+    return sent.functions[index] if part is None else sent.objects[(part, index)]
 
 
 def references(
@@ -550,9 +563,16 @@ def references(
     for name in [*unchanged, *changed]:
         part, objects = noted[name]
         for index, obj in objects.items():
-            if _is_ndarray(obj):
+            if _is_ndarray(obj) and _arrived_out_of_band(obj):
                 refs.arrays.setdefault(id(_root(obj)), []).append(((cell, part, index), obj))
     return refs
+
+
+def _arrived_out_of_band(array: Any) -> bool:
+    """Whether ``array`` arrived as a view of its pickle's buffer: the notebook's array is then
+    C-contiguous too, a buffer a view can be made of (one pickled in band, not contiguous
+    there, arrives as a contiguous copy)."""
+    return _root(array).base is not None and array.flags.c_contiguous
 
 
 def _is_code(obj: Any) -> bool:

@@ -835,3 +835,35 @@ def test_a_singledispatch_function_dispatches_in_a_task_cell(pair):
     plain, task = (Seen.of(o) for o in pair.both(cell, f"%%task\n{cell}"))
     assert task.status == "ok", task
     assert task.streams == plain.streams == (("stdout", "('int', 'any', 'any')\n"), ("stderr", ""))
+
+
+def test_a_view_of_an_input_that_is_not_contiguous_comes_back_with_its_values(pair):
+    """Such an input travels as a contiguous copy: a view of it comes back as its own array
+    (not a view of the notebook's), with the values the notebook would see."""
+    task = pair.task
+    assert task is not None
+    setup = f"%reset -f\n{PRELUDE}\nbig = np.arange(20.0)\nx = big[::2]\nm = big.reshape(4, 5).T"
+    assert task.run(setup).status == "ok"
+    out = task.run("%%task\ny = x[1:3]\nz = m[1:3, 0]\nw = m.T[2]")
+    assert out.status == "ok", out.error_text
+    assert task.value("(y.tolist(), z.tolist(), w.tolist())") == (
+        [2.0, 4.0],
+        [1.0, 2.0],
+        [10.0, 11.0, 12.0, 13.0, 14.0],
+    )
+
+
+def test_a_change_beside_a_singledispatch_function_comes_back(pair):
+    """cloudpickle alone cannot pickle such a function (its cache holds weak references): the
+    input holding it must still be judged changed, and what the cell bound of it be the
+    notebook's changed list."""
+    task = pair.task
+    assert task is not None
+    setup = (
+        f"%reset -f\n{PRELUDE}\n@functools.singledispatch\ndef show(x): return 'any'\n\n"
+        "cfg = {'f': show, 'v': []}"
+    )
+    assert task.run(setup).status == "ok"
+    out = task.run("%%task\ncfg['v'].append(1)\nout = cfg['v']")
+    assert out.status == "ok", out.error_text
+    assert task.value("(out is cfg['v'], cfg['v'], cfg['f']('a'))") == (True, [1], "any")
