@@ -46,19 +46,38 @@ def free_port() -> int:
 class DaskProcesses:
     """A scheduler process and the worker processes a test starts against it, all stopped after."""
 
-    def __init__(self) -> None:
+    def __init__(self, dashboard: bool = False) -> None:
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
+        #: The port of the scheduler's dashboard, on 127.0.0.1, a new one at each start (None:
+        #: it serves none).
+        self.dashboard_port: int | None = 0 if dashboard else None
         self.procs: list[subprocess.Popen] = []
         self.start_scheduler()
 
     def start_scheduler(self) -> None:
         """Start the scheduler process on this cluster's port (again, after it was killed)."""
+        if self.dashboard_port is not None:
+            self.dashboard_port = free_port()
+        serves = (
+            ["--dashboard-address", f"127.0.0.1:{self.dashboard_port}"]
+            if self.dashboard_port is not None
+            else ["--no-dashboard"]
+        )
         self.scheduler = self._spawn(
             ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port)],
-            ["--no-dashboard"],
+            serves,
         )
         self._wait_for_port()
+
+    def stop_scheduler(self) -> None:
+        """Stop the scheduler, and its dashboard with it, as Ctrl-C does."""
+        self.scheduler.send_signal(signal.SIGINT)
+        try:
+            self.scheduler.wait(PATIENCE)
+        except subprocess.TimeoutExpired:
+            self.scheduler.kill()
+            self.scheduler.wait()
 
     def _spawn(
         self, module_args: list[str], flags: list[str], env: Mapping[str, str] | None = None

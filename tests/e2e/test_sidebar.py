@@ -340,21 +340,9 @@ panel => {
 """
 
 
-class DashboardCluster(DaskProcesses):
-    """A scheduler process that serves its Dask dashboard, on a free port of 127.0.0.1."""
-
-    def start_scheduler(self) -> None:
-        self.dashboard_port = free_port()
-        self.scheduler = self._spawn(
-            ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port)],
-            ["--dashboard-address", f"127.0.0.1:{self.dashboard_port}"],
-        )
-        self._wait_for_port()
-
-
 @pytest.fixture
-def dashboard_cluster() -> Iterator[DashboardCluster]:
-    cluster = DashboardCluster()
+def dashboard_cluster() -> Iterator[DaskProcesses]:
+    cluster = DaskProcesses(dashboard=True)
     try:
         cluster.worker("--resources", "GPU=2", name="gpu-box")
         yield cluster

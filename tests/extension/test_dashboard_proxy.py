@@ -10,14 +10,12 @@ import asyncio
 import contextlib
 import logging
 import re
-import signal
-import subprocess
 from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from conftest import DaskProcesses, free_port
+from conftest import DaskProcesses
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
 from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, websocket_connect
 from waiting import PATIENCE, eventually_async
@@ -27,30 +25,9 @@ from taskcell.extension.clusters import cluster_id
 pytestmark = pytest.mark.slow
 
 
-class DashboardScheduler(DaskProcesses):
-    """A scheduler process that serves its dashboard, on a port of 127.0.0.1 of its own."""
-
-    def start_scheduler(self) -> None:
-        self.dashboard_port = free_port()
-        self.scheduler = self._spawn(
-            ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port)],
-            ["--dashboard-address", f"127.0.0.1:{self.dashboard_port}"],
-        )
-        self._wait_for_port()
-
-    def stop_scheduler(self) -> None:
-        """Stop the scheduler, and its dashboard with it, as Ctrl-C does."""
-        self.scheduler.send_signal(signal.SIGINT)
-        try:
-            self.scheduler.wait(PATIENCE)
-        except subprocess.TimeoutExpired:
-            self.scheduler.kill()
-            self.scheduler.wait()
-
-
 @pytest.fixture
-def dashboard_cluster() -> Iterator[DashboardScheduler]:
-    cluster = DashboardScheduler()
+def dashboard_cluster() -> Iterator[DaskProcesses]:
+    cluster = DaskProcesses(dashboard=True)
     try:
         yield cluster
     finally:
