@@ -8,8 +8,7 @@ Two checks, one concept each:
   no cycle between the siblings of any package. One cycle those contracts cannot see, a module
   with a package above it (its own ``__init__``), is checked here with grimp, the graph
   import-linter builds. Imports inside functions and under TYPE_CHECKING count as edges in
-  both; the few deferred ones that close a cycle are listed, each with its line, in the
-  contract's ``ignore_imports``.
+  both, with no exception.
 - which downward edges between packages are made, and why: the table, which the maintainer
   reads and this test reads too, so a new edge between packages is written down there, with
   its reason, or refused here naming the module and line (a layer may import any layer below

@@ -2,7 +2,7 @@
 
 jupyter_client interrupts a kernel by signalling its whole process group, so a cluster started
 inside the kernel's group would die at the first ■ (interrupt). The cluster therefore runs in a
-child process that starts a new session (``python -m taskcell.cluster.embedded SPEC``): an
+child process that starts a new session (:mod:`taskcell.cluster.embedded_serve`): an
 interrupt reaches only the kernel, which then stops the one cell it means to stop. The child
 runs a ``SpecCluster`` named :data:`NAME`, prints the scheduler's address as soon as the
 scheduler listens, and ends the cluster when the kernel closes its stdin, which also happens
@@ -35,15 +35,14 @@ import json
 import os
 import pathlib
 import select
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
 
-from taskcell.cluster.sessions import forget_the_kernels_interrupt, popen_apart
-from taskcell.errors import ClusterError, SpecError
+from taskcell.cluster.sessions import popen_apart
+from taskcell.errors import ClusterError
 
 if TYPE_CHECKING:
     from distributed.security import Security
@@ -73,7 +72,7 @@ class EmbeddedCluster:
         spec = [] if workers is None else [json.dumps(workers)]
         said_tls = [] if tls is None else [f"--tls={'yes' if tls else 'no'}"]
         self.proc = popen_apart(
-            [sys.executable, "-m", "taskcell.cluster.embedded", *said_tls, *spec],
+            [sys.executable, "-m", "taskcell.cluster.embedded_serve", *said_tls, *spec],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -224,25 +223,6 @@ def kept_security(address: str) -> Security | None:
     return security_from(said)
 
 
-def _declined() -> str | None:
-    """Why the child of an early start does not start a cluster: its config names one, or
-    turns early starts off."""
-    import dask.config
-
-    from taskcell import config
-
-    address = dask.config.get("scheduler-address", None)
-    if address:
-        return f"Dask's scheduler-address is {address}"
-    try:
-        early = config.flag("embedded-cluster.start-early")
-    except SpecError as e:  # as when it is off: the first %%task starts the cluster
-        return str(e)
-    if not early:
-        return "taskcell.embedded-cluster.start-early is off"
-    return None
-
-
 def announce_stop() -> None:
     """In the child: tell the kernel the cluster ends, stopped through its scheduler."""
     print(json.dumps({"stopping": True}), flush=True)
@@ -267,76 +247,3 @@ def hand_credentials(proc: subprocess.Popen[bytes], credentials: dict[str, str] 
     with contextlib.suppress(OSError):  # BrokenPipeError: it ended
         proc.stdin.write(json.dumps(credentials).encode() + b"\n")
         proc.stdin.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def serve(workers: dict[str, dict[str, Any]] | None, tls: bool | None = None) -> None:
-    """Run the cluster until stdin closes (the child's side of :class:`EmbeddedCluster`)."""
-    forget_the_kernels_interrupt()
-    if workers is None:
-        declined = _declined()
-        if declined:
-            print(json.dumps({"declined": declined}), flush=True)
-            return
-        workers = worker_specs()
-    try:
-        tls = wants_tls() if tls is None else tls
-    except Exception as e:  # a bad taskcell.embedded-cluster.tls: the kernel says why
-        print(json.dumps({"declined": str(e)}), flush=True)
-        return
-    port = _free_port()
-    address = f"{'tls' if tls else 'tcp'}://{HOST}:{port}"
-    started = {}
-    if len(workers) == 1:
-        os.environ.update(next(iter(workers.values())).get("env") or {})
-    else:
-        started = {name: spawn_worker(address, name, o) for name, o in workers.items()}
-    kept = None
-    try:
-        made = _credentials_for(address, tls)
-        if made is None:
-            return
-        for proc in started.values():
-            hand_credentials(proc, made or None)
-        if made:  # the sidebar's copy: without it the kernel still has its own
-            with contextlib.suppress(OSError):
-                kept = keep_credentials(address, made)
-        import asyncio
-
-        from taskcell.cluster.embedded_worker import run_cluster
-
-        asyncio.run(run_cluster(port, workers, started, made or None))
-    finally:
-        for proc in started.values():  # any the cluster did not adopt
-            proc.kill()
-        if kept is not None:
-            kept.unlink(missing_ok=True)
-
-
-def _credentials_for(address: str, tls: bool) -> dict[str, str] | None:
-    """The credentials of a TLS cluster ({} for a plain one); None, said on stdout for the
-    kernel, where they cannot be made."""
-    if not tls:
-        return {}
-    try:
-        return temporary_credentials()
-    except ClusterError as e:
-        print(json.dumps({"declined": str(e)}), flush=True)
-        return None
-
-
-def _main(argv: list[str]) -> None:
-    """``python -m taskcell.cluster.embedded [--tls=yes|no] [SPEC]``."""
-    said = [arg for arg in argv if arg.startswith("--tls=")]
-    rest = [arg for arg in argv if not arg.startswith("--tls=")]
-    tls = said[-1] == "--tls=yes" if said else None
-    serve(json.loads(rest[0]) if rest else None, tls)
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1:])

@@ -20,6 +20,9 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from taskcell.cluster.embedded import announce_stop
+from taskcell.cluster.embedded_worker import EmbeddedWorker
+
 if TYPE_CHECKING:
     from distributed import SpecCluster
 
@@ -72,15 +75,11 @@ class EmbeddedControls:
 
     def stop(self) -> dict:
         """End the cluster once this answer is sent; the kernel is told first."""
-        from taskcell.cluster.embedded import announce_stop
-
         announce_stop()
         asyncio.get_running_loop().call_soon(self._stop)
         return {}
 
     async def _scale(self, n: int) -> None:
-        from taskcell.cluster.embedded_worker import EmbeddedWorker
-
         async with self._lock:  # requests apply in the order they came
             cluster = self.cluster
             have = len(cluster.worker_spec)

@@ -1,6 +1,6 @@
-"""The embedded cluster's inside (see :mod:`taskcell.cluster.embedded`): its ``SpecCluster``,
-whose one worker runs in its process and whose several workers are :class:`EmbeddedWorker`
-processes (``python -m taskcell.cluster.embedded_worker ADDRESS SPEC``).
+"""The embedded cluster's worker processes (see :mod:`taskcell.cluster.embedded`): its several
+workers are :class:`EmbeddedWorker` processes (``python -m taskcell.cluster.embedded_worker
+ADDRESS SPEC``) in the ``SpecCluster`` of :mod:`taskcell.cluster.embedded_serve`.
 
 A worker process imports Dask, waits for the scheduler's port to open, and serves. Its
 :class:`EmbeddedWorker` starts it again when it exits, as a nanny would, unless it did not live
@@ -11,22 +11,18 @@ scales and stops itself through its scheduler (:mod:`taskcell.cluster.embedded_c
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
-import os
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from distributed.core import Status
 from distributed.deploy.spec import ProcessInterface
 
-from taskcell.cluster.embedded import HOST, NAME, hand_credentials, security_from, spawn_worker
+from taskcell.cluster.embedded import HOST, hand_credentials, security_from, spawn_worker
 
 #: Seconds a worker process waits for the scheduler's port before giving up.
 PORT_WAIT = 60.0
@@ -89,85 +85,15 @@ class EmbeddedWorker(ProcessInterface):
         await super().close()
 
 
-async def run_cluster(
-    port: int,
-    workers: dict[str, dict[str, Any]],
-    started: dict[str, subprocess.Popen[bytes]],
-    credentials: dict[str, str] | None = None,
+def expect_workers(
+    started: dict[str, subprocess.Popen[bytes]], credentials: dict[str, str] | None
 ) -> None:
-    """Serve the cluster on ``port`` until stdin closes or it is stopped through its scheduler
-    (:mod:`~taskcell.cluster.embedded_control`), adopting the ``started`` worker processes; a
-    worker not started runs in this process. With ``credentials``, everything speaks TLS."""
+    """Before the cluster starts: the worker processes already ``started``, by name, which
+    their :class:`EmbeddedWorker` adopts, and the ``credentials`` handed to each process it
+    starts (None: plain TCP)."""
     global _credentials
-    from distributed import Scheduler, SpecCluster, Worker
-
-    from taskcell.cluster.embedded_control import EmbeddedControls
-
     _started.update(started)
     _credentials = credentials
-    security = security_from(credentials) if credentials else None
-    specs: dict[str, dict[str, Any]] = {
-        name: {"cls": EmbeddedWorker, "options": dict(o)} for name, o in workers.items()
-    }
-    own = {"dashboard": False, "host": HOST, "security": security}
-    for name in set(workers) - set(started):
-        options = {k: v for k, v in workers[name].items() if k != "env"}
-        specs[name] = {"cls": Worker, "options": {**options, **own}}
-    started.clear()
-    # The dashboard (bokeh) takes longer to import than the rest of the cluster to start: it
-    # is added once the cluster is up, its page served on the port the scheduler opened.
-    options = {"host": HOST, "port": port, "dashboard_address": f"{HOST}:0"}
-    protocol = "tls" if security else "tcp"
-    scheduler = {
-        "cls": Scheduler,
-        "options": {**options, "dashboard": False, "protocol": protocol, "security": security},
-    }
-    async with SpecCluster(
-        workers=specs,
-        scheduler=scheduler,
-        name=NAME,
-        asynchronous=True,
-        silence_logs=logging.CRITICAL,
-        security=security,
-    ) as cluster:
-        ended = asyncio.Event()
-        EmbeddedControls(cluster, next(iter(workers.values())), ended.set).install()
-        said = {
-            "address": cluster.scheduler_address,
-            "workers": len(workers),
-            "tls": credentials,
-        }
-        print(json.dumps(said), flush=True)
-        dashboard = asyncio.ensure_future(_add_dashboard(cluster.scheduler))
-        _when_stdin_closes(ended.set)
-        await ended.wait()
-        dashboard.cancel()
-
-
-def _when_stdin_closes(callback: Callable[[], None]) -> None:
-    """Call ``callback`` on the running loop once stdin closes (the kernel closed it, or died).
-    The reading thread is a daemon, so that a cluster stopped through its scheduler need not
-    wait for it; it reads the descriptor, not ``sys.stdin``, whose lock it would hold while the
-    interpreter ends."""
-    loop = asyncio.get_running_loop()
-
-    def read() -> None:
-        while os.read(sys.stdin.fileno(), 1 << 16):
-            pass
-        loop.call_soon_threadsafe(callback)
-
-    threading.Thread(target=read, name="taskcell-embedded-stdin", daemon=True).start()
-
-
-async def _add_dashboard(scheduler: Any) -> None:
-    """Serve the scheduler's dashboard pages, importing bokeh in a thread meanwhile."""
-    try:
-        dashboard = await asyncio.to_thread(
-            importlib.import_module, "distributed.dashboard.scheduler"
-        )
-    except ImportError:  # no bokeh, no dashboard (as for any Dask scheduler)
-        return
-    dashboard.connect(scheduler.http_application, scheduler.http_server, scheduler, prefix="/")
 
 
 def _wait_for_port(address: str) -> None:

@@ -5,10 +5,11 @@
 ``no-worker`` state until a worker that meets it connects. One :class:`Provisioner` per
 scheduler, in the kernel, then works on a thread of its own, with its own event loop and
 asynchronous client, every ``taskcell.provisioning.interval`` and whenever something changes:
-it asks the scheduler which workers it lists and what they process, asks each backend whether
-a starting worker's process or job has ended, hands these facts to
-:func:`taskcell.cluster.provision_core.decide` (which holds every rule: packing, ``max-workers``,
-idle retirement, start timeouts, shapes), and does what it decided:
+it asks the scheduler which workers it lists and what they process (a worker its backend named,
+a Gateway's, known by its handle's ``name``), asks each backend whether a starting worker's
+process or job has ended, hands these facts to :func:`taskcell.cluster.provision_core.decide`
+(which holds every rule: packing, ``max-workers``, idle retirement, start timeouts, shapes),
+and does what it decided:
 
 - starts workers through the pool's backend (:mod:`taskcell.cluster.launch`);
 - retires workers through the scheduler (which moves the results they hold to other workers,
@@ -56,7 +57,15 @@ from taskcell.cluster.pool_records import (
     PoolWorkerState,
 )
 from taskcell.cluster.pools import Pool, configured_pools
-from taskcell.cluster.provision_core import Claim, Decision, Logged, Seen, Worker, decide
+from taskcell.cluster.provision_core import (
+    Claim,
+    Decision,
+    Logged,
+    Placement,
+    Seen,
+    Worker,
+    decide,
+)
 from taskcell.cluster.provision_core import Monotonic as _Monotonic
 from taskcell.cluster.waits import Wait, wait
 from taskcell.errors import ClusterError
@@ -64,8 +73,6 @@ from taskcell.errors import ClusterError
 if TYPE_CHECKING:
     from distributed import Client, Future
     from distributed.deploy.spec import ProcessInterface
-
-    from taskcell.cluster.submit import Placement
 
 __all__ = [
     "DECISIONS_KEPT",
@@ -348,8 +355,12 @@ class Provisioner:
         processing = await self.client.scheduler.processing()
         busy = {address for address, keys in processing.items() if keys}
         on = {str(key): address for address, keys in processing.items() for key in keys}
+        with self._lock:  # the name each worker is listed under, as its handle says (a
+            # Gateway names its workers), mapped to ours for the decision
+            listed_as = {n: getattr(h, "name", None) for n, h in self._handles.items()}
+            ours = {str(listed): n for n, listed in listed_as.items() if listed is not None}
         seen = {
-            str(w.get("name")): Seen(
+            ours.get(str(w.get("name")), str(w.get("name"))): Seen(
                 address=address, resources=w.get("resources") or {}, busy=address in busy
             )
             for address, w in identity["workers"].items()

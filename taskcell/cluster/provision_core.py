@@ -23,6 +23,9 @@ The rules:
   pool, retires.
 
 Every time here is the kernel's ``time.monotonic()`` (:data:`Monotonic`).
+
+:class:`Placement`, where :func:`taskcell.cluster.submit.plan` puts a request (live workers, or
+a pool), lives here, below both ``submit`` and ``provision``, which pass it between them.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, NewType
 
+from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.cluster.pool_records import UP, PoolWorkerState
 from taskcell.cluster.pools import Pool
 from taskcell.spec.amounts import show_request
@@ -46,6 +50,17 @@ Monotonic = NewType("Monotonic", float)
 #: retire: it idled past the pool's idle-timeout; decline: a worker the sidebar asked for was not
 #: started.
 Action = Literal["start", "connect", "leave", "fail", "retire", "decline"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The Dask ``resources=`` of a request and the live workers able to run it, or, when none
+    can, the pool whose worker will (:func:`taskcell.cluster.submit.plan` makes it,
+    :func:`taskcell.cluster.provision.claim` starts the pool's worker)."""
+
+    resources: dict[str, float]
+    workers: list[WorkerCapacity]
+    pool: Pool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

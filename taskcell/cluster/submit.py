@@ -4,31 +4,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from taskcell import config
 from taskcell.cluster.connect import answered_workers, departed, forget_workers
 from taskcell.cluster.feasibility import check_feasible
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources
-from taskcell.cluster.pools import Pool, choose, configured_pools
+from taskcell.cluster.pools import choose, configured_pools
 from taskcell.cluster.provision import claim, leaving
+from taskcell.cluster.provision_core import Placement
 from taskcell.cluster.spellings import align
 from taskcell.errors import InfeasibleError
 from taskcell.spec import Resources, check_limits
 
 if TYPE_CHECKING:
     from distributed import Client, Future
-
-
-@dataclass(frozen=True)
-class Placement:
-    """The Dask ``resources=`` of a request and the live workers able to run it, or, when none
-    can, the pool whose worker will (:func:`taskcell.cluster.provision.claim` starts it)."""
-
-    resources: dict[str, float]
-    workers: list[WorkerCapacity]
-    pool: Pool | None = None
 
 
 def plan(request: Resources, client: Client) -> Placement:

@@ -39,7 +39,7 @@ from taskcell.extension.views import dashboard_target
 if TYPE_CHECKING:
     from jupyter_server_proxy.handlers import RewritableResponse
 
-    from taskcell.extension.app import TaskcellExtension
+    from taskcell.extension.server_state import ServerState
 
 #: What a failed connection to a dashboard raises: refused or reset (OSError), closed during the
 #: handshake (StreamClosedError, WebSocketError), or answered with an error (HTTPClientError).
@@ -76,7 +76,7 @@ def clamp_climbing_links(body: bytes, depth: int) -> bytes:
 class DashboardHandler(ProxyHandler):
     """Relay one cluster's Dask dashboard (HTTP and websockets)."""
 
-    def initialize(self, extension: TaskcellExtension) -> None:
+    def initialize(self, extension: ServerState) -> None:
         self.extension = extension
         self._allowed: str | None = None
         self._cluster = ""
@@ -211,6 +211,6 @@ def _quietly(sent: asyncio.Future[None]) -> None:
     sent.add_done_callback(retrieve)
 
 
-def dashboard_handlers(extension: TaskcellExtension) -> list[tuple[str, type, dict[str, Any]]]:
+def dashboard_handlers(extension: ServerState) -> list[tuple[str, type, dict[str, Any]]]:
     """The URL pattern of the relay, relative to the server's base URL."""
     return [(r"/taskcell/dashboard/([^/]+)/?(.*)", DashboardHandler, {"extension": extension})]

@@ -11,20 +11,19 @@ answer is a 409, on which JupyterLab asks the user. A directory in the module's 
 A browser may name any path, so the path is checked against the contents manager's root with
 real (symlink-resolved) paths before anything is read: the notebook and the module both lie
 inside the root, and hidden files stay hidden unless the server allows them. The checks and
-the export are tornado-free (:func:`parse_request`, :func:`locate_notebook`,
-:func:`export_module`); :class:`ExportHandler` turns their errors into JSON 4xx replies, and
-exports in a thread, off the server's event loop.
+the export are tornado-free (:func:`parse_request`,
+:func:`~taskcell.extension.notebook_paths.locate_notebook`, :func:`export_module`);
+:class:`ExportHandler` turns their errors into JSON 4xx replies, and exports in a thread, off
+the server's event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from jupyter_core.utils import ensure_async
@@ -32,14 +31,11 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from taskcell.extension.handlers import TaskcellHandler
+from taskcell.extension.notebook_paths import ExportRequestError, NotebookLocation, locate_notebook
 from taskcell.extension.payloads import shown
 
 if TYPE_CHECKING:
     from taskcell.export import Target
-
-
-class ExportRequestError(ValueError):
-    """A request the server refuses before exporting: a bad path or target (a 400)."""
 
 
 class ExportResult(TypedDict):
@@ -71,7 +67,8 @@ def parse_request(data: Mapping[str, Any]) -> ExportRequest:
     ------
     ExportRequestError
         An unknown field, a target not in :data:`taskcell.export.TARGETS`, or an ``overwrite``
-        that is not a boolean. The path is checked by :func:`locate_notebook`.
+        that is not a boolean. The path is checked by
+        :func:`~taskcell.extension.notebook_paths.locate_notebook`.
     """
     from taskcell.export import TARGETS
 
@@ -97,78 +94,6 @@ def parse_request(data: Mapping[str, Any]) -> ExportRequest:
     return ExportRequest(path=path, target=target, overwrite=overwrite)
 
 
-@dataclass(frozen=True)
-class NotebookLocation:
-    notebook: Path
-    """The notebook file (real path)."""
-    module: Path
-    """Where the module goes: beside the notebook, as the browser named it."""
-    module_api_path: str
-
-
-def locate_notebook(root: str | os.PathLike[str], path: str) -> NotebookLocation:
-    """Resolve a contents-API path to a notebook inside ``root``, and its module beside it.
-
-    Parameters
-    ----------
-    root
-        The server's root folder (the contents manager's ``root_dir``).
-    path
-        The notebook's path relative to ``root``, as JupyterLab names it (``"sub/nb.ipynb"``).
-
-    Returns
-    -------
-    NotebookLocation
-
-    Raises
-    ------
-    ExportRequestError
-        ``path`` is not a relative ``.ipynb`` path a file can have, it or its module lies
-        outside ``root`` once symlinks are resolved, or the module's place is not a file.
-    FileNotFoundError
-        No file at ``path``.
-    """
-    if "\0" in path:
-        raise ExportRequestError(f"'path' must not contain a NUL character, got {shown(path)}")
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ExportRequestError(
-            f"'path' must be text a file name can hold (no lone surrogates), got {shown(path)}"
-        ) from None
-    api_path = PurePosixPath(path)
-    if api_path.is_absolute() or os.path.isabs(path):
-        raise ExportRequestError(
-            f"'path' must be relative to the server's root, got the absolute path {shown(path)}"
-        )
-    if api_path.suffix.lower() != ".ipynb":
-        raise ExportRequestError(f"'path' must name a notebook (.ipynb), got {shown(path)}")
-    real_root = Path(root).resolve()
-    given = real_root.joinpath(*api_path.parts)
-    module = given.with_suffix(".py")
-    try:
-        notebook, module_real = given.resolve(), module.resolve()
-        found = notebook.is_file()
-        blocked = module.exists() and not module.is_file()
-    except RuntimeError:  # Python 3.11's resolve() on a symlink loop
-        raise ExportRequestError(f"'path' runs into a symlink loop, got {shown(path)}") from None
-    except OSError as e:  # a name too long, say
-        raise ExportRequestError(
-            f"'path' cannot name a file here ({e.strerror}), got {shown(path)}"
-        ) from None
-    if not (notebook.is_relative_to(real_root) and module_real.is_relative_to(real_root)):
-        raise ExportRequestError(f"'path' must lie inside the server's root, got {shown(path)}")
-    if not found:
-        raise FileNotFoundError(f"no notebook at {shown(path)}")
-    module_api_path = str(api_path.with_suffix(".py"))
-    if blocked:
-        raise ExportRequestError(
-            f"cannot write the module {shown(module_api_path)}: a directory or another "
-            "non-file is in its place; rename or move it"
-        )
-    return NotebookLocation(notebook, module, module_api_path)
-
-
 # warnings.catch_warnings swaps process-wide state, so one export records at a time.
 _recording = threading.Lock()
 
@@ -179,7 +104,7 @@ def export_module(location: NotebookLocation, target: Target, overwrite: bool) -
     Parameters
     ----------
     location
-        From :func:`locate_notebook`.
+        From :func:`~taskcell.extension.notebook_paths.locate_notebook`.
     target
         One of :data:`taskcell.export.TARGETS`.
     overwrite

@@ -64,6 +64,7 @@ from taskcell.extension.clusters import (
     discover,
     normalize_address,
 )
+from taskcell.extension.notebook_paths import ExportRequestError, locate_notebook
 from taskcell.extension.payloads import (
     CancelResult,
     ClusterInfo,
@@ -80,7 +81,7 @@ from taskcell.extension.payloads import (
 from taskcell.planner.schema import workers_up
 
 if TYPE_CHECKING:
-    from taskcell.extension.app import TaskcellExtension
+    from taskcell.extension.server_state import ServerState
     from taskcell.extension.watch import ClusterWatch
 
 #: Longest wait of one long poll (seconds); browsers ask again when it ends.
@@ -96,7 +97,7 @@ class TaskcellHandler(APIHandler):
 
     auth_resource = "taskcell"
 
-    def initialize(self, extension: TaskcellExtension) -> None:
+    def initialize(self, extension: ServerState) -> None:
         self.extension = extension
 
     def reply(self, body: Any) -> None:
@@ -400,8 +401,6 @@ class PlannerHandler(TaskcellHandler):
 
     async def _measure(self, request: planning.SuggestRequest) -> int:
         """The files' bytes, beside the notebook, read as the contents API would."""
-        from taskcell.extension.export_handler import ExportRequestError, locate_notebook
-
         assert request.files is not None and request.notebook is not None
         root = self.contents_manager.root_dir
         try:
@@ -416,7 +415,7 @@ class PlannerHandler(TaskcellHandler):
         )
 
 
-def handlers(extension: TaskcellExtension) -> list[tuple[str, type, dict[str, Any]]]:
+def handlers(extension: ServerState) -> list[tuple[str, type, dict[str, Any]]]:
     """The URL patterns, relative to the server's base URL."""
     kwargs = {"extension": extension}
     return [

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import taskcell
 from taskcell import config
-from taskcell.cluster.embedded import _declined
+from taskcell.cluster.embedded_serve import _declined
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.cluster.pools import configured_pools
 from taskcell.cluster.provision import Provisioner
