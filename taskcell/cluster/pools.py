@@ -9,7 +9,7 @@ written (put the cheaper shapes first)::
           shape: {cpu: 16, memory: 64Gi}
         a100x2:
           shape: {cpu: 8, memory: 32Gi, gpu: "A100:2"}  # or a preset: large_gpu_task
-          backend: slurm                 # local (default), slurm, pbs, sge, lsf, spec
+          backend: slurm                 # local (default), slurm, pbs, sge, lsf, gateway, spec
           max-workers: 2                 # default 1
           idle-timeout: 10 minutes       # default taskcell.provisioning.idle-timeout
           start-timeout: 1h              # default taskcell.provisioning.start-timeout
@@ -33,6 +33,14 @@ sge      ``account``, ``walltime``, ``job_extra_directives``, ...; ``jobqueue.sl
 lsf      as for ``SLURMCluster``). ``cores`` and ``memory`` come from the shape; for slurm a
          typed GPU adds ``--gres=gpu:TYPE:N`` (``TYPE`` lower case) unless a directive already
          asks for ``--gres``. PBS, SGE and LSF likewise, with their own job classes.
+gateway  one more worker of the Dask Gateway cluster the kernel is connected to, by scaling
+         it up by one through the Gateway (down by one when the worker retires). ``address``,
+         ``proxy-address``, ``auth`` (``basic``, ``kerberos``, ``jupyterhub`` or a dotted
+         ``GatewayAuth`` class) as ``dask_gateway.Gateway`` takes them, each by default from
+         Dask's ``gateway.*`` config; ``cluster``: its name (by default the scheduler's, from
+         ``gateway://PROXY/NAME``). The cluster's options give its workers' threads, memory
+         and resources: they must give the shape, the resources as the ``environment``
+         :func:`taskcell.cluster.launch.gateway_environment` returns.
 spec     any worker class a ``SpecCluster`` worker spec takes (a ``ProcessInterface``):
          ``cls`` (dotted path) and ``options``; it is called ``cls(SCHEDULER, name=NAME,
          **options)`` and must make its worker advertise the shape.
@@ -58,8 +66,9 @@ from taskcell.spec.amounts import show_amount
 __all__ = ["BACKENDS", "Backend", "Pool", "choose", "configured_pools", "parse_pools"]
 
 #: How a pool starts a worker: ``local`` processes, a batch job of dask-jobqueue (``slurm``,
-#: ``pbs``, ``sge``, ``lsf``), or any SpecCluster worker class (``spec``).
-Backend = Literal["local", "slurm", "pbs", "sge", "lsf", "spec"]
+#: ``pbs``, ``sge``, ``lsf``), one more worker of a Dask Gateway cluster (``gateway``), or any
+#: SpecCluster worker class (``spec``).
+Backend = Literal["local", "slurm", "pbs", "sge", "lsf", "gateway", "spec"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")

@@ -1,12 +1,15 @@
-"""Dask Gateway (issue 29): a real ``dask-gateway-server`` with its local backend on 127.0.0.1,
-started here. A notebook that makes a cluster with ``dask_gateway`` runs ``%%task`` cells on it,
-their requests checked against its workers; the panel shows its workers, and the Jupyter
-server's watch (the sidebar's) reaches it with the cluster's own credentials, asked of the
-gateway that Dask's ``gateway.*`` config names."""
+"""Dask Gateway (issues 28, 29): a real ``dask-gateway-server`` with its local backend on
+127.0.0.1, started here. A notebook that makes a cluster with ``dask_gateway`` runs ``%%task``
+cells on it, their requests checked against its workers; the panel shows its workers, and the
+Jupyter server's watch (the sidebar's) reaches it with the cluster's own credentials, asked of
+the gateway that Dask's ``gateway.*`` config names. A ``gateway`` pool scales the notebook's
+cluster up by one for a cell no live worker meets, and down again once the worker idles."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -37,6 +40,11 @@ c.LocalClusterConfig.worker_cmd = [sys.executable, "-m", "distributed.cli.dask_w
 c.LocalClusterConfig.worker_cores = 1
 c.LocalClusterConfig.worker_memory = "1 G"
 c.LocalClusterConfig.clusters_directory = {clusters!r}
+# As a Hub's gateway may offer it: a cluster option that sets its processes' environment.
+from dask_gateway_server.options import Mapping, Options
+c.Backend.cluster_options = Options(
+    Mapping("environment", {{}}), handler=lambda options: {{"environment": options.environment}}
+)
 """
 
 
@@ -170,3 +178,101 @@ def test_the_servers_watch_reaches_it_with_the_gateways_credentials(notebook, ga
         state = asyncio.run(asyncio.wait_for(watch(), 180))
     assert state["status"] == "connected"
     assert [w["name"] for w in state["snapshot"]["workers"]] == [name]
+
+
+#: A gateway pool of the cluster's own workers: one core and 1 GiB (the gateway's
+#: worker_cores and worker_memory), retiring after a second of idleness.
+POOL = {"shape": {"cpu": 1, "memory": "1Gi"}, "backend": "gateway", "idle-timeout": "1s"}
+
+
+@contextlib.contextmanager
+def pool_kernel(gateway: str, advertise: bool) -> Iterator[KernelSession]:
+    """A kernel with taskcell loaded and the gateway pool ``gw`` configured, connected to a
+    Gateway cluster of no workers, whose workers advertise the pool's shape if ``advertise``."""
+    kernel = KernelSession(env={"DASK_TASKCELL__EMBEDDED_CLUSTER__START_EARLY": "False"})
+    pools = {"gw": {**POOL, "options": {"address": gateway}}}
+    environment = "launch.gateway_environment(pool)" if advertise else "{}"
+    try:
+        out = kernel.run(
+            "%load_ext taskcell\n"
+            "import dask\n"
+            "from dask_gateway import Gateway\n"
+            "from taskcell.cluster import connect, launch, provision\n"
+            "from taskcell.cluster.pools import configured_pools\n"
+            f"dask.config.set({{'taskcell.pools': {pools!r}}})\n"
+            "(pool,) = configured_pools()\n"
+            f"gateway = Gateway({gateway!r})\n"
+            f"cluster = gateway.new_cluster(environment={environment})\n"
+            "client = cluster.get_client()\n"
+            "def pools():\n"
+            "    return {p['name']: p for p in provision.pool_state(connect.current_client())}\n"
+            "def count():\n"
+            "    return client.run_on_scheduler(\n"
+            "        lambda dask_scheduler: dask_scheduler.services['gateway'].count\n"
+            "    )\n",
+            timeout=300,
+        )
+        assert out.status == "ok", out.error_text
+        yield kernel
+    finally:
+        kernel.run("provision.close_all()", timeout=120)
+        kernel.run("cluster.shutdown()", timeout=120)
+        kernel.stop()
+
+
+def scaled_back(kernel: KernelSession) -> None:
+    """Wait until the cluster is scaled to no workers and its scheduler lists none."""
+    kernel.eventual_value("count()", "the cluster scaled back down", lambda v: v == 0)
+    kernel.eventual_value(
+        "sorted(w['name'] for w in client.scheduler_info(n_workers=-1)['workers'].values())",
+        "the worker to leave the scheduler",
+        lambda v: v == [],
+    )
+
+
+def decisions(kernel: KernelSession) -> list[tuple[str, str | None, str]]:
+    """The kernel's decisions about its pools' workers: (action, worker, why)."""
+    return kernel.value(
+        "[(d.action, d.worker, d.why) for d in provision.decisions(connect.current_client())]"
+    )
+
+
+def test_a_gateway_pool_scales_the_cluster_for_an_unmet_cell_and_back_when_idle(gateway):
+    with pool_kernel(gateway, advertise=True) as kernel:
+        assert kernel.value("len(client.scheduler_info(n_workers=-1)['workers'])") == 0
+        out = kernel.run(
+            "%%task --cpu 1\n"
+            "import os\n"
+            "where = os.environ['TASKCELL_WORKER_NAME']\n"
+            "advertised = os.environ['DASK_DISTRIBUTED__WORKER__RESOURCES']  # its worker's\n",
+            timeout=300,
+        )
+        assert out.status == "ok", out.error_text
+        shown = [d["text/plain"] for d in out.displays if "text/plain" in d]
+        starting = "taskcell: starting a worker of pool gw (Gateway cluster "
+        assert any(s.startswith(starting) for s in shown), shown
+        kernel.eventual_value(
+            "pools()['gw']['workers'][0]['state']", "its retirement", lambda v: v == "retired"
+        )
+        where = kernel.value("where")
+        (worker,) = kernel.value("pools()['gw']['workers']")
+        cluster = kernel.value("cluster.name")
+        assert worker["started"] == f"Gateway cluster {cluster}, worker {where}"
+        assert ast.literal_eval(kernel.value("advertised")) == {"CPU": 1, "MEMORY": 2**30}
+        assert kernel.value("pools()['gw']['launched']") == 1
+        assert [d for d in decisions(kernel) if d[0] != "start"] == [
+            ("connect", worker["name"], f"connected as {worker['address']}"),
+            ("retire", worker["name"], "idle for 1 s (idle-timeout)"),
+        ]
+        scaled_back(kernel)
+
+
+def test_a_gateway_worker_without_the_pools_shape_fails_the_cell_and_is_given_back(gateway):
+    with pool_kernel(gateway, advertise=False) as kernel:
+        out = kernel.run("%%task --cpu 1\nnever = 1", timeout=300)
+        assert out.status == "error"
+        assert "ClusterError: the worker of pool gw (Gateway cluster " in out.error_text
+        lacks = "it advertises CPU=0, MEMORY=0 B, its pool's shape CPU=1, MEMORY=1 GiB"
+        assert f"failed to start: {lacks}" in out.error_text
+        assert kernel.value("'never' in dir()") is False
+        scaled_back(kernel)

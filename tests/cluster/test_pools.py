@@ -255,3 +255,144 @@ def test_a_spec_pool_names_a_class_that_exists(cls, error, message):
     with pytest.raises(error) as caught:
         launch.make_worker(pool(backend="spec", options={"cls": cls}), "tcp://s:1", "w")
     assert message in str(caught.value)
+
+
+GATEWAY = "gateway://127.0.0.1:8000/dev.1f2e3d"
+#: Dask's gateway.* config, none of it set: only the pool's options count.
+NO_GATEWAY_CONFIG = {
+    "gateway.address": None,
+    "gateway.proxy-address": None,
+    "gateway.auth.type": None,
+}
+
+
+def gateway_pool(**options) -> Pool:
+    return pool(backend="gateway", options=options)
+
+
+def test_a_gateway_pool_scales_the_kernels_own_cluster_through_the_gateway_it_names():
+    p = gateway_pool(address="https://hub.example.org/gw", auth="jupyterhub")
+    with dask.config.set(NO_GATEWAY_CONFIG):
+        worker = launch.make_worker(p, GATEWAY, "a100x2-1")
+    assert isinstance(worker, launch.GatewayWorker)
+    assert worker.options == {
+        "address": "https://hub.example.org/gw",
+        "auth": "jupyterhub",
+        "cluster": "dev.1f2e3d",
+    }
+    assert (worker.name, worker.joined) == ("a100x2-1", False)  # the Gateway names it later
+    assert launch.describe(p, worker) == "Gateway cluster dev.1f2e3d"
+
+
+def test_a_gateway_pool_takes_the_gateway_from_dask_config_as_the_hub_sets_it():
+    config = {
+        "gateway.address": "http://gw:8000",
+        "gateway.proxy-address": 8786,
+        "gateway.auth.type": "basic",
+    }
+    with dask.config.set(config):
+        options = launch.gateway_options(gateway_pool(proxy_address="tls://gw:443"), GATEWAY)
+    assert options == {
+        "address": "http://gw:8000",
+        "proxy-address": "tls://gw:443",  # the pool's own wins, either spelling of its key
+        "auth": "basic",
+        "cluster": "dev.1f2e3d",
+    }
+
+
+def test_a_gateway_pool_names_its_cluster_where_the_scheduler_is_reached_directly():
+    with dask.config.set(NO_GATEWAY_CONFIG):
+        options = launch.gateway_options(
+            gateway_pool(address="http://gw", cluster="dev.1f2e3d"), "tls://10.0.0.5:8786"
+        )
+    assert options["cluster"] == "dev.1f2e3d"
+
+
+@pytest.mark.parametrize(
+    ("options", "scheduler", "message"),
+    [
+        (
+            {"address": "http://gw", "image": "x"},
+            GATEWAY,
+            "taskcell.pools.a100x2.options: unknown option(s) image for a gateway pool "
+            "(known: address, proxy-address, auth, cluster)",
+        ),
+        (
+            {},
+            GATEWAY,
+            "taskcell.pools.a100x2.options.address: no Gateway address; give the Gateway's "
+            "http(s):// address (as Gateway(address=...) takes it), or set Dask's gateway.address",
+        ),
+        (
+            {"address": "gw:8000"},
+            GATEWAY,
+            "taskcell.pools.a100x2.options.address must be the Gateway's http:// or https:// "
+            "address, such as https://hub.example.org/services/dask-gateway, got 'gw:8000'",
+        ),
+        (
+            {"address": "http://gw", "proxy-address": True},
+            GATEWAY,
+            "options.proxy-address must be the Gateway proxy's address (gateway://HOST:PORT, "
+            "tls://HOST:PORT or HOST:PORT) or its port number, got True",
+        ),
+        (
+            {"address": "http://gw", "proxy-address": 70000},
+            GATEWAY,
+            "or its port number, got 70000",
+        ),
+        (
+            {"address": "http://gw", "auth": "token"},
+            GATEWAY,
+            "options.auth must be one of basic, kerberos, jupyterhub or the dotted path of a "
+            "dask_gateway.auth.GatewayAuth class, got 'token'",
+        ),
+        (
+            {"address": "http://gw", "cluster": "a/b"},
+            "tls://10.0.0.5:8786",
+            "options.cluster must be a Gateway cluster's name, such as dev.1f2e3d4c5b6a, got 'a/b'",
+        ),
+        (
+            {"address": "http://gw", "cluster": "other"},
+            GATEWAY,
+            "options.cluster names Gateway cluster other, and the kernel's scheduler is cluster "
+            "dev.1f2e3d's (gateway://127.0.0.1:8000/dev.1f2e3d): a pool's workers must join the "
+            "kernel's scheduler",
+        ),
+        (
+            {"address": "http://gw"},
+            "tcp://127.0.0.1:8786",
+            "taskcell.pools.a100x2: a gateway pool scales the Dask Gateway cluster the kernel is "
+            "connected to, and the kernel's scheduler tcp://127.0.0.1:8786 is not one "
+            "(gateway://PROXY/NAME)",
+        ),
+    ],
+    ids=[
+        "unknown-option",
+        "no-address",
+        "address-not-http",
+        "proxy-a-bool",
+        "proxy-port-too-big",
+        "unknown-auth",
+        "cluster-with-a-slash",
+        "another-cluster",
+        "not-a-gateway-scheduler",
+    ],
+)
+def test_bad_gateway_options_are_refused_naming_the_value_and_the_accepted_forms(
+    options, scheduler, message
+):
+    with dask.config.set(NO_GATEWAY_CONFIG), pytest.raises(SpecError) as caught:
+        launch.make_worker(gateway_pool(**options), scheduler, "w")
+    assert message in str(caught.value)
+
+
+def test_a_gateway_clusters_environment_advertises_the_shape_keeping_its_case():
+    environment = launch.gateway_environment(pool())
+    assert environment == {
+        "DASK_DISTRIBUTED__WORKER__RESOURCES": (
+            f"{{'CPU': 8, 'MEMORY': {32 * GIB}, 'GPU': 2, 'GPU-A100': 2}}"
+        )
+    }
+    # As a worker's Dask config reads it from its environment.
+    read = dask.config.collect_env(environment)
+    assert read["distributed"]["worker"]["resources"] == pool().resources
