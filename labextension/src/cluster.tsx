@@ -1,7 +1,7 @@
 /**
  * The cluster in the user's hands: which one is shown, how the server's link to it stands, the
- * Dask dashboard and its plots (through the Jupyter server), starting a cluster, scaling and
- * stopping it (after asking).
+ * Dask dashboard and its plots (through the Jupyter server), attaching the notebook in focus to
+ * it, starting a cluster, scaling and stopping it (after asking).
  */
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
@@ -26,9 +26,28 @@ const STATUS_TEXT = {
   error: 'No occupancy from this scheduler'
 };
 
-/** The cluster selector, and a button that starts a cluster on the server. */
+/** Why Attach is offered or not, as its tooltip says. */
+function attachTitle(model: SidebarModel): string {
+  if (model.clusterId === null) {
+    return 'No cluster to attach a notebook to';
+  }
+  if (model.attached) {
+    return 'The notebook in focus uses this cluster';
+  }
+  if (!model.context.hasKernel()) {
+    return 'Open a notebook with a kernel to attach it to this cluster';
+  }
+  return 'Point the notebook in focus at this cluster: its kernel runs %task_cluster ADDRESS';
+}
+
+/**
+ * The cluster selector (the notebook in focus's own cluster marked), a button that points that
+ * notebook at the cluster shown ("Attached" where it uses it: the mark stays in view when a
+ * narrow selector cuts its label off), and one that starts a cluster on the server.
+ */
 export function ClusterHeader(props: { model: SidebarModel }): JSX.Element {
   const { model } = props;
+  const path = model.context.currentPath();
   return (
     <div className="jp-taskcell-header">
       <label className="jp-taskcell-label">
@@ -41,11 +60,20 @@ export function ClusterHeader(props: { model: SidebarModel }): JSX.Element {
         >
           {model.clusters.map(c => (
             <option key={c.id} value={c.id} title={c.address}>
-              {clusterLabel(c)}
+              {clusterLabel(c, path)}
             </option>
           ))}
         </select>
       </label>
+      <button
+        type="button"
+        className="jp-taskcell-attach jp-mod-styled"
+        disabled={model.busy || !model.canAttach}
+        title={attachTitle(model)}
+        onClick={() => void model.attach()}
+      >
+        {model.attached ? 'Attached' : 'Attach'}
+      </button>
       <button
         type="button"
         className="jp-taskcell-start jp-mod-styled"

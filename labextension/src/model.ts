@@ -33,6 +33,14 @@ export interface INotebookContext {
    * variable, or there is no kernel. Rejects with the kernel's message for anything else.
    */
   measureVariable(name: string): Promise<number | null>;
+  /** Whether the notebook in focus has a kernel to run code in. */
+  hasKernel(): boolean;
+  /**
+   * Point the current notebook's kernel at the scheduler at `address` (`%task_cluster`); it
+   * records the choice, so the server's next list names the notebook with that cluster.
+   * Rejects with the kernel's error (an address it cannot reach) or when there is no kernel.
+   */
+  attachCluster(address: string): Promise<void>;
 }
 
 /** Seconds one long poll may wait on the server. */
@@ -126,6 +134,30 @@ export class SidebarModel implements IDisposable {
     return this._clusterId;
   }
 
+  /** The cluster the kernel of the notebook in focus uses, as the server listed last; or null. */
+  get notebookClusterId(): string | null {
+    return (
+      notebookCluster(this._clusters, this.context.currentPath())?.id ?? null
+    );
+  }
+
+  /** Whether the cluster shown is the one the notebook in focus uses. */
+  get attached(): boolean {
+    return (
+      this._clusterId !== null && this._clusterId === this.notebookClusterId
+    );
+  }
+
+  /**
+   * Whether Attach can point the notebook in focus at the cluster shown: it has a kernel, and
+   * uses another cluster or none.
+   */
+  get canAttach(): boolean {
+    return (
+      this._clusterId !== null && !this.attached && this.context.hasKernel()
+    );
+  }
+
   /** The latest state of the cluster shown. */
   get state(): IClusterState | null {
     return this._state;
@@ -146,7 +178,7 @@ export class SidebarModel implements IDisposable {
     return this._cancelling;
   }
 
-  /** Whether an action on the cluster (start, scale, stop, retire, start a pool's worker) is under way. */
+  /** Whether an action on the cluster (start, attach, scale, stop, retire, start a pool's worker) is under way. */
   get busy(): boolean {
     return this._busy;
   }
@@ -216,6 +248,22 @@ export class SidebarModel implements IDisposable {
       this._chosen = started.id;
       await this.refresh();
     }, 'Could not start a cluster');
+  }
+
+  /**
+   * Point the notebook in focus at the cluster shown (its kernel runs `%task_cluster`), then
+   * list the clusters again: the server now names the notebook with this one.
+   */
+  async attach(): Promise<void> {
+    const shown = this._clusters.find(c => c.id === this._clusterId);
+    if (!shown) {
+      return;
+    }
+    await this._act(async () => {
+      await this.context.attachCluster(shown.address);
+      this._chosen = shown.id;
+      await this.refresh();
+    }, `Could not attach the notebook to ${shown.address}`);
   }
 
   /** Give the cluster shown `workers` workers. */
@@ -415,11 +463,25 @@ export class SidebarModel implements IDisposable {
   private _disposed = false;
 }
 
+/** The mark after the label of the cluster the notebook in focus uses. */
+export const THIS_NOTEBOOK = ' (this notebook)';
+
 /**
  * What the cluster selector shows for a cluster: its notebooks, else its address (the status
- * line below it shows the address in full, where a narrow selector would cut it off).
+ * line below it shows the address in full, where a narrow selector would cut it off); marked
+ * when the notebook at `notebookPath` (the one in focus) uses it.
  */
-export function clusterLabel(info: IClusterInfo): string {
+export function clusterLabel(
+  info: IClusterInfo,
+  notebookPath: string | null = null
+): string {
+  const mine =
+    notebookPath !== null && info.notebooks.some(n => n.path === notebookPath);
+  return mine ? clusterName(info) + THIS_NOTEBOOK : clusterName(info);
+}
+
+/** A cluster by its notebooks, else by its address. */
+function clusterName(info: IClusterInfo): string {
   const names = info.notebooks.map(n => n.path.split('/').pop() || n.path);
   if (names.length) {
     return names.join(', ');
@@ -429,18 +491,23 @@ export function clusterLabel(info: IClusterInfo): string {
     : info.address;
 }
 
+/** The cluster the kernel of the notebook at `notebookPath` uses, or null. */
+export function notebookCluster(
+  clusters: readonly IClusterInfo[],
+  notebookPath: string | null
+): IClusterInfo | null {
+  if (!notebookPath) {
+    return null;
+  }
+  return (
+    clusters.find(c => c.notebooks.some(n => n.path === notebookPath)) ?? null
+  );
+}
+
 /** The cluster to show for `notebookPath`: its kernel's, else the first. */
 export function pickCluster(
   clusters: readonly IClusterInfo[],
   notebookPath: string | null
 ): IClusterInfo | null {
-  if (notebookPath) {
-    const own = clusters.find(c =>
-      c.notebooks.some(n => n.path === notebookPath)
-    );
-    if (own) {
-      return own;
-    }
-  }
-  return clusters[0] ?? null;
+  return notebookCluster(clusters, notebookPath) ?? clusters[0] ?? null;
 }

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 import type {
   ICancelResult,
+  IClusterInfo,
   IClusterList,
   IClusterState,
   IPlannerChoices,
@@ -140,6 +141,18 @@ class FakeContext implements INotebookContext {
 
   async measureVariable(name: string): Promise<number | null> {
     return this.variables[name] ?? null;
+  }
+
+  kernel = true;
+  /** What the kernel does when asked to use a cluster: nothing, unless a test says. */
+  attach = vi.fn(async (address: string): Promise<void> => undefined);
+
+  hasKernel(): boolean {
+    return this.kernel;
+  }
+
+  attachCluster(address: string): Promise<void> {
+    return this.attach(address);
   }
 }
 
@@ -353,6 +366,99 @@ describe('the sidebar draws the view the server sends', () => {
       state(view(), 1, { control: { scalable: false, started_here: false } })
     );
     expect(container.querySelector('.jp-taskcell-scale')).toBeNull();
+  });
+});
+
+describe('attaching the notebook in focus to a cluster', () => {
+  /** A cluster this server started, which no notebook uses yet. */
+  const STARTED: IClusterInfo = {
+    id: 'def456',
+    address: 'tcp://127.0.0.1:9000',
+    sources: ['server'],
+    notebooks: [],
+    kernels: [],
+    status: null
+  };
+
+  const attachButton = (): HTMLButtonElement =>
+    container.querySelector<HTMLButtonElement>('.jp-taskcell-attach')!;
+
+  async function show(id: string): Promise<void> {
+    const select = container.querySelector<HTMLSelectElement>(
+      '.jp-taskcell-cluster-select'
+    )!;
+    await act(async () => {
+      select.value = id;
+      select.dispatchEvent(new Event('change', { bubbles: true }));
+    });
+  }
+
+  beforeEach(async () => {
+    client.list = { clusters: [CLUSTER, STARTED] };
+    await act(async () => void (await model.refresh()));
+  });
+
+  it("marks the notebook's cluster, and attaches it to another in one click", async () => {
+    expect(text('.jp-taskcell-cluster-select option')).toEqual([
+      'demo.ipynb (this notebook)',
+      'started here · tcp://127.0.0.1:9000'
+    ]);
+    expect(attachButton().disabled).toBe(true);
+    expect(attachButton().textContent).toBe('Attached');
+    await show(STARTED.id);
+    expect(attachButton().disabled).toBe(false);
+    expect(attachButton().textContent).toBe('Attach');
+    // The kernel records its new cluster: the server's next list names the notebook with it.
+    context.attach.mockImplementationOnce(async () => {
+      client.list = {
+        clusters: [
+          {
+            ...STARTED,
+            sources: ['kernel', 'server'],
+            notebooks: CLUSTER.notebooks,
+            kernels: ['k']
+          }
+        ]
+      };
+    });
+    await act(async () => attachButton().click());
+    await until(() => !model.busy, 'the attach is done');
+    expect(context.attach).toHaveBeenCalledWith('tcp://127.0.0.1:9000');
+    expect(text('.jp-taskcell-cluster-select option')).toEqual([
+      'demo.ipynb (this notebook)'
+    ]);
+    expect(model.clusterId).toBe(STARTED.id);
+    expect(attachButton().disabled).toBe(true);
+    expect(attachButton().textContent).toBe('Attached');
+    expect(container.querySelector('.jp-taskcell-notice')).toBeNull();
+  });
+
+  it("shows the kernel's error and leaves the mark where it was", async () => {
+    await show(STARTED.id);
+    context.attach.mockRejectedValueOnce(
+      new Error(
+        'ClusterError: cannot reach the scheduler at tcp://127.0.0.1:9000'
+      )
+    );
+    await act(async () => attachButton().click());
+    await until(() => !model.busy, 'the attach is done');
+    expect(text('.jp-taskcell-notice')).toEqual([
+      'Could not attach the notebook to tcp://127.0.0.1:9000: ' +
+        'ClusterError: cannot reach the scheduler at tcp://127.0.0.1:9000'
+    ]);
+    expect(text('.jp-taskcell-cluster-select option')[0]).toBe(
+      'demo.ipynb (this notebook)'
+    );
+    expect(attachButton().disabled).toBe(false);
+  });
+
+  it('offers no attach without a kernel in focus', async () => {
+    context.kernel = false;
+    await show(STARTED.id);
+    expect(attachButton().disabled).toBe(true);
+    context.kernel = true;
+    await show(STARTED.id);
+    expect(attachButton().disabled).toBe(false);
   });
 });
 

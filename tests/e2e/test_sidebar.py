@@ -13,8 +13,9 @@ cell. The task sleeps until the test, having seen it running, writes a file (at 
 
 Later tests: a failing cell's output and the timeline; a pool's worker, and one started from
 the sidebar; cancelling; the legend, the counts and the dashboard through the Jupyter server
-with its plots as panels; a cluster started, scaled and stopped from the sidebar, and a kernel's
-embedded cluster scaled and stopped there. No check depends on how long something takes:
+with its plots as panels; a cluster started, scaled and stopped from the sidebar, one started
+there and attached to a notebook that then runs a cell on it, and a kernel's embedded cluster
+scaled and stopped there. No check depends on how long something takes:
 each waits for what the user would see.
 """
 
@@ -247,7 +248,7 @@ def test_the_sidebar_follows_a_gpu_task_from_start_to_end(tmp_path, gpu_cluster,
         expect(sidebar.locator(".jp-taskcell-task-running")).to_contain_text("gpu-sleep")
         expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute("data-status", "connected")
         selected = sidebar.locator(".jp-taskcell-cluster-select option:checked")
-        expect(selected).to_have_text(name)
+        expect(selected).to_have_text(f"{name} (this notebook)")
         expect(selected).to_have_attribute("title", gpu_cluster.address)
         expect(sidebar.locator(".jp-taskcell-status-address")).to_have_text(gpu_cluster.address)
         page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-gpu-busy.png"))
@@ -661,6 +662,65 @@ def test_a_cluster_started_scaled_and_stopped_from_the_sidebar(tmp_path, lab):
         )
         assert json.loads(lab.get("taskcell/api/clusters")[1]) == {"clusters": []}
         assert workers.count() == 0
+
+
+def test_a_cluster_started_in_the_sidebar_is_attached_to_the_notebook(tmp_path, lab):
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    from playwright.sync_api import expect
+
+    # No %load_ext, no %task_cluster: Attach does both in the kernel.
+    cell = "%%task\nimport os\nprint('scheduler', os.environ['DASK_SCHEDULER_ADDRESS'])"
+    body = {
+        "cells": [code_cell(cell)],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "notebooks" / "attach.ipynb").write_text(json.dumps(body))
+    with lab_page(lab, tmp_path / "chromium-profile", "attach.ipynb", "e2e-attach.png") as page:
+        sidebar = open_sidebar(page)
+        expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle$"))).to_be_visible(
+            timeout=60_000
+        )
+        sidebar.locator(".jp-taskcell-start").click()
+        expect(sidebar.locator(".jp-taskcell-status")).to_have_attribute(
+            "data-status", "connected", timeout=180_000
+        )
+        # Its worker up first: a %%task on a cluster with none is refused, not queued.
+        expect(sidebar.locator(".jp-taskcell-worker")).to_have_count(1, timeout=60_000)
+        (cluster,) = json.loads(lab.get("taskcell/api/clusters")[1])["clusters"]
+        address = cluster["address"]
+        selected = sidebar.locator(".jp-taskcell-cluster-select option:checked")
+        expect(selected).to_have_text(f"started here · {address}")
+        attach = sidebar.locator(".jp-taskcell-attach")
+        expect(attach).to_be_enabled()
+        expect(attach).to_have_text("Attach")
+
+        # One click: the kernel runs %task_cluster, and the mark moves to this cluster.
+        attach.click()
+        expect(selected).to_have_text("attach.ipynb (this notebook)", timeout=60_000)
+        expect(attach).to_be_disabled()
+        expect(attach).to_have_text("Attached")
+        expect(sidebar.locator(".jp-taskcell-notice")).to_be_hidden()
+        (cluster,) = json.loads(lab.get("taskcell/api/clusters")[1])["clusters"]
+        assert cluster["address"] == address
+        assert cluster["sources"] == ["kernel", "server"]
+        assert [n["path"] for n in cluster["notebooks"]] == ["attach.ipynb"]
+        # Nothing of it in the notebook: the kernel ran it as the sidebar's own request.
+        cells = page.locator(".jp-Notebook .jp-Cell.jp-CodeCell")
+        expect(cells.nth(0).locator(".jp-OutputArea-output")).to_have_count(0)
+
+        # The notebook's next %%task runs on that cluster, and the sidebar shows it end there.
+        cells.nth(0).locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        output = cells.nth(0).locator(".jp-OutputArea")
+        expect(output).to_contain_text(f"scheduler {address}", timeout=120_000)
+        expect(output).to_contain_text("ran on tcp://")
+        finished = sidebar.locator(".jp-taskcell-ended-task[data-state='finished']")
+        expect(finished).to_have_count(1, timeout=30_000)
+        expect(selected).to_have_text("attach.ipynb (this notebook)")
+        page.screenshot(path=str(ARTIFACTS / "e2e-sidebar-attached.png"))
 
 
 def test_a_kernels_embedded_cluster_scaled_and_stopped_from_the_sidebar(tmp_path, lab):
