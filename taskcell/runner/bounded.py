@@ -13,6 +13,7 @@ dead.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from taskcell import config
 from taskcell.cluster import interruptible
-from taskcell.cluster.connect import ANSWER_TIMEOUT, live_workers, not_answering
+from taskcell.cluster.connect import live_workers, not_answering
 from taskcell.errors import ClusterError
 
 if TYPE_CHECKING:
@@ -76,19 +77,41 @@ def _scheduler_answers(client: Client) -> None:
 
 
 def _worker_answers(client: Client, worker: str, since: float) -> float:
-    """When ``worker`` last answered: now, if it answers its identity; ClusterError once it has
-    been silent past ``taskcell.scheduler-timeout``."""
-    try:
-        client.sync(client.rpc(worker).identity, callback_timeout=ANSWER_TIMEOUT)
-        return time.monotonic()
-    except (OSError, asyncio.TimeoutError, TimeoutError):
-        quiet, limit = time.monotonic() - since, config.seconds("scheduler-timeout")
-        if quiet > limit:
-            raise ClusterError(
-                f"the worker {worker} has not answered for {quiet:.0f} s while the cell's "
-                f"result came back (taskcell.scheduler-timeout is {limit:g} s); {_CONSEQUENCE}"
-            ) from None
-        return since
+    """When ``worker`` last answered (``since`` at the earliest); ClusterError once it has been
+    silent past ``taskcell.scheduler-timeout``.
+
+    One question is in flight per worker, whichever cells wait on it, and it is not withdrawn
+    when a look ends: a worker busy sending results answers late, and is not silent while it
+    does (as :func:`~taskcell.cluster.connect.live_workers` asks the scheduler)."""
+    key = (client.id, worker)
+    with _lock:
+        asked = _asking.get(key)
+        if asked is None or asked.done():
+            loop = getattr(client.loop, "asyncio_loop")  # noqa: B009 (tornado's IOLoop, untyped)
+            asked = asyncio.run_coroutine_threadsafe(client.rpc(worker).identity(), loop)
+            asked.add_done_callback(lambda done: _answered(key, done))
+            _asking[key] = asked
+        since = max(since, _answers.get(key, since))
+    quiet, limit = time.monotonic() - since, config.seconds("scheduler-timeout")
+    if quiet > limit:
+        raise ClusterError(
+            f"the worker {worker} has not answered for {quiet:.0f} s while the cell's "
+            f"result came back (taskcell.scheduler-timeout is {limit:g} s); {_CONSEQUENCE}"
+        )
+    return since
+
+
+#: The question in flight to each worker, by (client id, worker address), and when each last
+#: answered one.
+_asking: dict[tuple[str, str], concurrent.futures.Future] = {}
+_answers: dict[tuple[str, str], float] = {}
+_lock = threading.Lock()
+
+
+def _answered(key: tuple[str, str], asked: concurrent.futures.Future) -> None:
+    if not asked.cancelled() and asked.exception() is None:
+        with _lock:
+            _answers[key] = time.monotonic()
 
 
 def _in_one_line(client: Client, worker: str | None, error: BaseException) -> BaseException:

@@ -465,6 +465,53 @@ def test_a_frozen_scheduler_while_the_result_comes_back_ends_the_cell_in_one_lin
         kernel.stop()
 
 
+def test_a_worker_that_answers_slowly_while_the_result_comes_back_is_waited_for(
+    dask_processes, tmp_path
+):
+    """The worker answers each question about itself 3 s late (slower than a look at it) while
+    the kernel is fetching the result, for longer than the timeout: slow is not dead, the
+    result is bound."""
+    from distributed import Client
+
+    dask_processes.worker()
+    kernel = connected_kernel(
+        dask_processes.address, "dask.config.set({'taskcell.scheduler-timeout': '8s'})"
+    )
+    code, marker, gate = held_result(tmp_path)
+    answers = tmp_path / "answers"
+
+    def slow_identity(path, dask_worker=None):
+        import asyncio
+
+        original = dask_worker.handlers["identity"]
+
+        async def identity(*args, **kwargs):
+            await asyncio.sleep(3)
+            with open(path, "a") as counted:
+                counted.write(".")
+            return original(*args, **kwargs)
+
+        dask_worker.handlers["identity"] = identity
+
+    try:
+        msg_id = kernel.start(code)
+        eventually(lambda: os.path.exists(marker), "the kernel to be fetching the cell's result")
+        with Client(dask_processes.address) as client:
+            client.run(slow_identity, str(answers))
+        eventually(
+            lambda: answers.exists() and len(answers.read_text()) >= 4,
+            "four late answers: longer than the 8 s timeout",
+            timeout=120,
+        )
+        open(gate, "w").close()
+        out = kernel.wait(msg_id, timeout=90)
+        assert out.status == "ok", out.error_text
+        assert kernel.value("type(held).__name__") == "Held"
+    finally:
+        open(gate, "w").close()
+        kernel.stop()
+
+
 def test_an_interrupt_while_the_result_comes_back_ends_the_cell_in_one_line(
     dask_processes, tmp_path
 ):
