@@ -35,7 +35,7 @@ from typing import Any
 from taskcell.runner import crossing
 
 #: Buffers at least this large travel as shared memory where they can.
-SHARE_MIN = 1 << 20
+SHARE_MIN = 1 << 16
 #: Descriptors passed in one message at most (the kernel's limit is 253).
 _MAX_FDS = 64
 _HEAD = struct.Struct("!QII")  # pickle length, buffers, descriptors passed
