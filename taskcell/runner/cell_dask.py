@@ -13,6 +13,7 @@ on a worker with one thread.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import time
@@ -22,6 +23,8 @@ from typing import Any
 from taskcell.runner.analysis import CellAnalysis
 
 _client: Any = None
+#: The environment variable that gives a cell process its worker's TLS credentials (JSON).
+CELL_TLS = "TASKCELL_WORKER_TLS"
 
 
 def client(on_first_graph: Callable[[], None]) -> Any:
@@ -29,9 +32,21 @@ def client(on_first_graph: Callable[[], None]) -> Any:
     first graph it submits from now on."""
     global _client
     if _client is None or _client.status not in ("running", "connecting"):
-        _client = _cell_client_class()(os.environ["DASK_SCHEDULER_ADDRESS"], set_as_default=True)
+        _client = _cell_client_class()(
+            os.environ["DASK_SCHEDULER_ADDRESS"], security=_security(), set_as_default=True
+        )
     _client.on_first_graph = on_first_graph
     return _client
+
+
+def _security() -> Any:
+    """The worker's TLS credentials (:data:`CELL_TLS`), or None: Dask's config decides."""
+    given = os.environ.get(CELL_TLS)
+    if not given:
+        return None
+    from distributed import Security
+
+    return Security(**json.loads(given))
 
 
 def _cell_client_class() -> type:

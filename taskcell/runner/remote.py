@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import threading
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from distributed.utils import sync
 
 from taskcell import config
 from taskcell.errors import CellError, CellInterrupted, ClusterError, InputError, worker_lost
+from taskcell.runner.cell_dask import CELL_TLS
 from taskcell.runner.crossing import Returned, Sealed
 from taskcell.runner.job import CellJob
 from taskcell.runner.processes import CellProcess, CellProcesses, MemoryWatch, worker_devices
@@ -52,12 +54,25 @@ def _pool(worker: Any = None) -> CellProcesses:
 
 
 def _worker_environ(worker) -> dict[str, str]:
-    """What a cell process knows of its worker: ``distributed.get_client()`` works there."""
-    return {
+    """What a cell process knows of its worker: ``distributed.get_client()`` works there, over
+    TLS with the worker's own credentials where it has them (given in memory, as a Gateway's
+    and the embedded cluster's workers have them, they are in no config the cell could read)."""
+    environ = {
         "TASKCELL_WORKER_ADDRESS": worker.address,
         "TASKCELL_WORKER_NAME": str(worker.name),
         "DASK_SCHEDULER_ADDRESS": worker.scheduler.address,
     }
+    security = worker.security
+    tls = {
+        "tls_ca_file": security.tls_ca_file,
+        "tls_client_cert": security.tls_worker_cert or security.tls_client_cert,
+        "tls_client_key": security.tls_worker_key or security.tls_client_key,
+        "tls_ciphers": security.tls_ciphers,
+    }
+    if tls["tls_ca_file"] and tls["tls_client_cert"]:
+        tls = {name: value for name, value in tls.items() if value}
+        environ[CELL_TLS] = json.dumps({**tls, "require_encryption": True})
+    return environ
 
 
 def run_cell(job: CellJob, remote_inputs: dict[str, Any]) -> Returned:

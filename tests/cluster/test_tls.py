@@ -252,6 +252,14 @@ def test_a_kernel_with_encryption_required_runs_task_cells_over_tls():
         client = "__import__('taskcell.cluster.connect').cluster.connect.existing_client()"
         assert kernel.value(f"{client}.scheduler.address").startswith("tls://127.0.0.1:")
         assert kernel.value(f"{client}.security.require_encryption") is True
+        # Dask inside the cell: its process reaches the scheduler with its worker's credentials
+        out = kernel.run(
+            "%%task --cpu 1\nimport dask.array as da\ntotal = float(da.ones(10, chunks=5).sum()"
+            ".compute())",
+            timeout=180,
+        )
+        assert out.status == "ok", out.error_text
+        assert kernel.value("total") == 10.0
     finally:
         kernel.stop()
 
