@@ -315,7 +315,12 @@ class Provisioner:
         def look(topic: str, client: str, dask_scheduler: Any = None) -> tuple[bool, float]:
             import time  # runs on the scheduler, shipped by value
 
-            return client in dask_scheduler.event_subscriber.get(topic, ()), time.time()
+            broker = getattr(dask_scheduler, "_broker", None)  # distributed 2024.2 and later
+            if broker is None:
+                subscribers = dask_scheduler.event_subscriber.get(topic, ())
+            else:
+                subscribers = broker._topics[topic].subscribers if topic in broker._topics else ()
+            return client in subscribers, time.time()
 
         self.client.subscribe_topic(START_TOPIC, self._on_request)
         deadline = time.monotonic() + config.seconds("scheduler-timeout")
