@@ -18,11 +18,14 @@ from IPython.display import clear_output, display, publish_display_data
 
 from taskcell.errors import Interrupted, SpecError
 from taskcell.runner.history import kernel_history
-from taskcell.runner.task_line import PARSER, build_request, parse_task_line
+from taskcell.runner.task_line import PARSER, TaskLine, build_request, parse_task_line
 from taskcell.spec import Environment
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
+
+    from taskcell.planner.auto import AutoChoice
+    from taskcell.planner.probe import ProbePlan
 
 # Dask and the runner are imported when a magic first runs, so `%load_ext taskcell` stays fast.
 
@@ -125,7 +128,7 @@ class TaskMagics(Magics):
             parsed = parse_task_line(line)
             presets = config.presets
             if parsed.preset == "auto":
-                presets = self._auto_presets(parsed.name, cell, ns)
+                presets = self._auto_presets(parsed, line, cell, ns)
             request = build_request(parsed, presets, self.environments, ns)
         except SpecError as e:
             raise UsageError(str(e)) from None
@@ -186,22 +189,88 @@ class TaskMagics(Magics):
         expression = ast.Expression(last.value)
         return eval(shell.compile(expression, filename, "eval"), shell.user_ns)
 
-    def _auto_presets(self, name: str | None, cell: str, ns: dict) -> Any:
+    def _auto_presets(self, parsed: TaskLine, line: str, cell: str, ns: dict) -> Any:
         """``--preset auto``: the presets, with ``auto`` the request that past runs of this
         cell (same ``--name`` or same source), scaled to what it reads now, or with none the
         planner's estimate of what it reads, choose. What it reads: the notebook values it
-        uses and the files it opens, compressed ones by their size decompressed."""
+        uses and the files it opens, compressed ones by their size decompressed. With
+        ``--probe``, the cell's peak measured on samples of its inputs chooses
+        (:mod:`taskcell.planner.probe`)."""
         from taskcell import config
         from taskcell.planner.auto import auto_preset, note_input
         from taskcell.planner.estimate import cell_input, estimate_memory
+        from taskcell.planner.probe import plan_probe
 
-        body = self._ipython.transform_cell(cell)
-        estimate = estimate_memory(cell_input(body, ns, self._ipython.transform_cell))
-        choice = auto_preset(self.history, name=name, source=body, estimate=estimate)
+        transform = self._ipython.transform_cell
+        body = transform(cell)
+        plan = plan_probe(body, ns, transform) if parsed.probe else None  # refused: nothing ran
+        estimate = estimate_memory(cell_input(body, ns, transform))
+        choice: AutoChoice | SpecError
+        try:
+            choice = auto_preset(self.history, name=parsed.name, source=body, estimate=estimate)
+        except SpecError as unsized:
+            if plan is None:
+                raise
+            choice = unsized  # nothing holds the estimate: the probe may find less
         note_input(body, estimate.size)  # this run's record takes it: later runs scale from it
+        if plan is not None:
+            choice = self._probed(plan, choice, parsed, line, cell, ns)
+        assert not isinstance(choice, SpecError)
         chosen = choice.preset or choice.request.to_options()
         print(f"taskcell: --preset auto chose {chosen}: {choice.reason}")
-        return lambda: {**config.presets(), "auto": choice.request}
+        request = choice.request
+        return lambda: {**config.presets(), "auto": request}
+
+    def _probed(
+        self,
+        plan: ProbePlan,
+        static: AutoChoice | SpecError,
+        parsed: TaskLine,
+        line: str,
+        cell: str,
+        ns: dict,
+    ) -> AutoChoice:
+        """``--probe``: auto's choice from the cell's peak on samples of its inputs, each run as
+        a task with the request auto chose without it; where the probe finds nothing, one line
+        says why and that choice stands (``static``, or the SpecError that found none)."""
+        from taskcell import config
+        from taskcell.cluster import connect
+        from taskcell.planner.auto import from_probe
+        from taskcell.planner.probe import probe
+        from taskcell.runner.cell_task import CellSource
+        from taskcell.runner.execution import measure_cell
+        from taskcell.spec import Resources
+
+        count = _cell_number(self._ipython)
+        source = CellSource(
+            body=self._ipython.transform_cell(cell),
+            shown=f"%%task {line}\n{cell}",
+            filename=f"<cell In[{count}]>",
+            transform=self._ipython.transform_cell,
+            count=count,
+        )
+        asked = Resources() if isinstance(static, SpecError) else static.request
+        presets = lambda: {**config.presets(), "auto": asked}  # noqa: E731
+        request = build_request(parsed, presets, self.environments, ns)
+        status = _StatusLine()
+
+        def run(namespace: dict, label: str) -> int | None:
+            return measure_cell(
+                connect.current_client(),
+                source,
+                namespace,
+                request,
+                name=f"{parsed.name or f'cell-{count}'}-probe",
+                status=lambda text: status(f"probe on {label}: {text}"),
+            )
+
+        found = probe(plan, ns, run)
+        if not isinstance(found, str):
+            return from_probe(found.growth.peak, found.reason)
+        if isinstance(static, SpecError):
+            raise SpecError(f"{static} (--probe: {found})")
+        print(f"taskcell: --probe: {found}; auto chooses without it")
+        return static
 
     @line_magic
     def task_env(self, line: str) -> Environment | None:

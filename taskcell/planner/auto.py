@@ -81,13 +81,14 @@ class AutoChoice:
     """What ``%%task auto`` runs a cell with, and why.
 
     ``preset`` is the preset's name, or None for a custom request; ``request`` is what to
-    ask for either way; ``basis`` says whether past runs or the planner decided; ``memory`` is
+    ask for either way; ``basis`` says whether past runs, the planner or a probe
+    (``--probe``, :mod:`.probe`) decided; ``memory`` is
     the peak expected, which ``request`` holds with room.
     """
 
     preset: str | None
     request: Resources
-    basis: Literal["history", "planner"]
+    basis: Literal["history", "planner", "probe"]
     reason: str
     memory: int = 0
 
@@ -137,7 +138,7 @@ def scaled_peak(
     return max(math.ceil(need), FLOOR), how
 
 
-def _line(points: Sequence[tuple[int, int]]) -> tuple[float, int]:
+def _line(points: Sequence[tuple[float, float]]) -> tuple[float, int]:
     """Least squares slope (at least 0) and intercept (at least 0) of ``points``."""
     n = len(points)
     mean_x = sum(x for x, _ in points) / n
@@ -254,27 +255,49 @@ def _from_history(
 def _from_estimate(estimate: Estimate, catalogue: dict[str, Resources], workers: Any) -> AutoChoice:
     """The smallest preset that holds the estimate with room (and that a live worker can run,
     where workers are known), else a custom request."""
+    said = estimate.describe()
+    preset, request = _holding(estimate.memory, catalogue, workers, f"the cell {said}")
+    holder = preset or request.to_options()
+    reason = (
+        f"no past run of this cell; it {said}; {holder} holds that with {HEADROOM - 1:.0%} to spare"
+    )
+    return AutoChoice(
+        preset=preset, request=request, basis="planner", reason=reason, memory=estimate.memory
+    )
+
+
+def from_probe(
+    peak: int,
+    how: str,
+    presets: Mapping[str, Resources] | None = None,
+    workers: Any = None,
+) -> AutoChoice:
+    """The request for a cell whose ``peak`` at full size a probe found (``how``: the words for
+    it, :class:`~taskcell.planner.probe.Probed`), chosen as from the planner's estimate."""
+    preset, request = _holding(peak, _presets(presets), workers, f"the cell was {how}")
+    holder = preset or request.to_options()
+    reason = f"{how}; {holder} holds that with {HEADROOM - 1:.0%} to spare"
+    return AutoChoice(preset=preset, request=request, basis="probe", reason=reason, memory=peak)
+
+
+def _holding(
+    peak: int, catalogue: dict[str, Resources], workers: Any, why: str
+) -> tuple[str | None, Resources]:
+    """The smallest preset that holds ``peak`` with room (and that a live worker can run, where
+    workers are known), else a custom request; ``why`` the cell needs that much, for the error
+    where the platform takes no such request."""
     from taskcell.planner.suggestion import _live_workers, _platform_ok
 
-    memory = memory_needed(estimate.memory)
+    memory = memory_needed(peak)
     candidates = presets_holding(memory, 0, Resources(), catalogue)
     live = _live_workers(workers)
     if live and candidates:
         runnable = [c for c in candidates if any(v["able"] for v in verdicts(c[1], live))]
         candidates = runnable or candidates
-    preset: str | None
     if candidates:
-        preset, request = candidates[0]
-    else:
-        preset, request = None, Resources(memory=round_up(memory))
-        refused = _platform_ok(request)
-        if refused:
-            raise SpecError(f"--preset auto: the cell {estimate.describe()}; {refused}")
-    holder = preset or request.to_options()
-    reason = (
-        f"no past run of this cell; it {estimate.describe()}; {holder} holds that with "
-        f"{HEADROOM - 1:.0%} to spare"
-    )
-    return AutoChoice(
-        preset=preset, request=request, basis="planner", reason=reason, memory=estimate.memory
-    )
+        return candidates[0]
+    request = Resources(memory=round_up(memory))
+    refused = _platform_ok(request)
+    if refused:
+        raise SpecError(f"--preset auto: {why}; {refused}")
+    return None, request

@@ -20,7 +20,6 @@ size in memory, and the files it opens by a path it names (``open``, ``pd.read_*
 from __future__ import annotations
 
 import ast
-import contextlib
 import glob
 import io
 import math
@@ -36,7 +35,7 @@ from taskcell.planner.compressed import compression
 from taskcell.planner.expansion import SAMPLE, expansion, file_format, text_op_bytes
 from taskcell.planner.recognize import CellWork, Holding, Read, TextOp, read_call, recognize
 from taskcell.planner.shapes import Arr
-from taskcell.planner.sizing import file_size, input_size
+from taskcell.planner.sizing import file_size
 from taskcell.runner import crossing
 from taskcell.runner.analysis import FileRead, analyze_cell
 from taskcell.runner.changes import is_data
@@ -167,9 +166,16 @@ class Estimate:
         shaped = self.read.work.shaped.memory
         sized = f", {show_bytes(shaped)} of arrays sized by their shapes" if shaped else ""
         unknown = self.read.unmodelled
+        values = [i.what for i in self.read.inputs if i.holding is None]
+        measure = (
+            f"%%task auto --probe measures the cell on samples of {', '.join(values)}"
+            if values
+            else "a probe samples notebook values, not files: run it once on a smaller file "
+            "and auto scales from that run"
+        )
         guess = (
             f"; the code gives no basis for how it holds {', '.join(unknown)} (a guess of "
-            f"{HOLDINGS['unknown'].expansion:g}x its size; --probe measures it)"
+            f"{HOLDINGS['unknown'].expansion:g}x its size; {measure})"
             if unknown
             else ""
         )
@@ -350,10 +356,9 @@ def _package(code: Any) -> str:
 def _value_size(value: Any) -> int:
     if isinstance(value, RemoteValue):  # what it says: asking it more would fetch it
         return value.nbytes
-    if hasattr(value, "dtypes") or hasattr(value, "nbytes"):  # a frame, an array: what it holds
-        with contextlib.suppress(Exception):
-            return input_size(value)
-    return crossing.size_of(value)  # a number is a value here, not a count of bytes
+    # Dask's estimate (object columns by a sample, as for its own tasks), run before each
+    # cell: pandas' deep memory_usage reads every string. A number is a value here, not bytes.
+    return crossing.size_of(value)
 
 
 def _paths(read: FileRead, namespace: Mapping[str, Any]) -> list[str]:

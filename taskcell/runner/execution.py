@@ -421,3 +421,20 @@ def run_cell_task(
     for note in notes:
         out.stream("stderr", f"taskcell: {note}\n")
     return value
+
+
+def measure_cell(
+    client: Client,
+    cell: CellSource,
+    namespace: MutableMapping[str, Any],
+    request: Resources,
+    *,
+    name: str,
+    status: Callable[[str], None] = lambda text: None,
+) -> int | None:
+    """Run ``cell`` as a task on ``namespace`` for its peak memory alone (``%%task auto
+    --probe``): nothing it binds or changes is written back, what it prints and shows is
+    dropped, and no record of it joins the kernel's history. Its error raised as the user's."""
+    quiet = Display(stream=lambda name, text: None, display=lambda event: None, status=status)
+    sub = submit_cell(client, cell, namespace, request, name)
+    return wait_for_cell(client, sub, quiet).usage.peak_memory

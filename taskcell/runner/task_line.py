@@ -113,6 +113,11 @@ def _parser() -> _Parser:
         help="run the cell here; every task its Dask graphs submit carries the request",
     )
     p.add_argument(
+        "--probe",
+        action="store_true",
+        help="with auto: measure the cell's memory on small samples of its inputs first",
+    )
+    p.add_argument(
         "--retries",
         default="0",
         metavar="N",
@@ -141,6 +146,7 @@ class TaskLine:
     background: bool = False
     graph: bool = False
     retries: int = 0
+    probe: bool = False
 
 
 def parse_task_line(line: str) -> TaskLine:
@@ -154,8 +160,19 @@ def parse_task_line(line: str) -> TaskLine:
         raise SpecError("%%task: --graph runs the cell in this kernel, so it cannot be --bg")
     if ns.preset and ns.preset_option and ns.preset != ns.preset_option:
         raise SpecError(f"%%task: two presets given, {ns.preset!r} and {ns.preset_option!r}")
+    preset = ns.preset or ns.preset_option
+    if ns.probe and preset != "auto":
+        given = f"asks for the preset {preset!r}" if preset else "names no preset"
+        raise SpecError(
+            f"%%task: --probe measures a cell for auto to size it, and this line {given}; "
+            f"write %%task auto --probe (or %%task --preset auto --probe)"
+        )
+    if ns.probe and ns.graph:
+        raise SpecError(
+            "%%task: --graph runs the cell in this kernel, so --probe has no task to size"
+        )
     return TaskLine(
-        preset=ns.preset or ns.preset_option,
+        preset=preset,
         fields={f: getattr(ns, f) for f in REQUEST_FIELDS if getattr(ns, f) is not None},
         extra=parse_extra(ns.resources) if ns.resources else {},
         env=ns.env,
@@ -163,6 +180,7 @@ def parse_task_line(line: str) -> TaskLine:
         background=ns.bg,
         graph=ns.graph,
         retries=parse_retries(ns.retries, "%%task: --retries"),
+        probe=ns.probe,
     )
 
 

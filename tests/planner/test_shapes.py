@@ -138,4 +138,7 @@ def test_the_estimate_says_where_the_code_gives_no_basis(tmp_path):
     path = tmp_path / "blob.bin"
     path.write_bytes(b"x" * 1000)
     said = estimate_memory(cell_input(f"d = mylib.load({str(path)!r})", {})).describe()
-    assert "no basis" in said and "--probe" in said
+    assert "no basis" in said and "run it once on a smaller file and auto scales" in said
+    with_values = cell_input(f"d = mylib.load({str(path)!r}, x)", {"x": np.zeros(100_000)})
+    said = estimate_memory(with_values).describe()
+    assert "%%task auto --probe measures the cell on samples of x" in said
