@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import difflib
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -218,16 +219,19 @@ def read_fields(line: TaskLine) -> LineFields:
     """Read the line's own fields and ``--resources``: a field's text that is not a valid value
     but is a Python expression (``--cpu "min(8, len(files))"``) is dynamic; anything else that
     is not a valid value is a :class:`SpecError` naming it."""
+    extra = dict(line.extra) or None
+    with contextlib.suppress(SpecError):  # as a rule every field is a value: one request
+        return LineFields(Resources(**_values(line.fields), extra=extra), {})
     fixed: dict[str, Any] = {}
     dynamic: dict[str, str] = {}
     for name, text in line.fields.items():
         try:
-            fixed[name] = _read(name, text)
+            fixed[name] = getattr(Resources(**_values({name: text})), name)
         except SpecError:
             if not is_expression(text):
                 raise
             dynamic[name] = text
-    return LineFields(Resources(**fixed, extra=dict(line.extra) or None), dynamic)
+    return LineFields(Resources(**fixed, extra=extra), dynamic)
 
 
 def build_request(
@@ -245,7 +249,8 @@ def build_request(
     base = base_request(line, presets, environments, namespace)
     own = read_fields(line)
     evaluated = {name: _evaluated(name, text, namespace) for name, text in own.dynamic.items()}
-    return base.override(own.fixed.override(Resources(**evaluated)))
+    fields = own.fixed.override(Resources(**evaluated)) if evaluated else own.fixed
+    return base.override(fields)
 
 
 def base_request(
@@ -275,12 +280,14 @@ def _environment(environment: Environment, namespace: Mapping[str, Any]) -> Reso
     return resources or Resources()
 
 
-def _read(name: str, text: str) -> Any:
-    """``text`` read as a value of field ``name``; ``"1,4"`` is a (request, limit) pair for
+def _values(fields: Mapping[str, str]) -> dict[str, Any]:
+    """The line's texts as values of their fields: ``"1,4"`` is a (request, limit) pair for
     the ranged fields."""
-    parts = [p.strip() for p in text.split(",")] if name in RANGED_FIELDS else []
-    value: Any = tuple(parts) if len(parts) == 2 else text
-    return getattr(Resources(**{name: value}), name)
+    values: dict[str, Any] = {}
+    for name, text in fields.items():
+        parts = [p.strip() for p in text.split(",")] if name in RANGED_FIELDS else []
+        values[name] = tuple(parts) if len(parts) == 2 else text
+    return values
 
 
 def _evaluated(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
@@ -301,7 +308,7 @@ def _evaluated(name: str, text: str, namespace: Mapping[str, Any]) -> Any:
 def _why_invalid(name: str, text: str) -> str:
     """Why ``text`` is not a valid value of ``name`` (the spec's message)."""
     try:
-        _read(name, text)
+        Resources(**_values({name: text}))
     except SpecError as invalid:
         return str(invalid)
     return ""

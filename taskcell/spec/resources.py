@@ -385,10 +385,11 @@ class Resources:
         """
         if not isinstance(other, Resources):
             raise SpecError(f"override() takes a Resources, got {shown(other)}")
-        merged = {
-            field: getattr(other if is_set(getattr(other, field)) else self, field)
-            for field in FIELDS
-        }
+        mine = [field for field in FIELDS if is_set(getattr(self, field))]
+        theirs = [field for field in FIELDS if is_set(getattr(other, field))]
+        if not theirs or set(mine) <= set(theirs):  # one side wins whole: it is the answer
+            return other if theirs else self
+        merged = {field: getattr(other if field in theirs else self, field) for field in FIELDS}
         return Resources(**merged)
 
     def without(self, *fields: str) -> Resources:
