@@ -25,8 +25,8 @@ import type { IDisposable } from '@lumino/disposable';
 import { Widget } from '@lumino/widgets';
 
 import {
-  EXPORT_TARGETS,
-  type ExportTarget,
+  TARGETS as EXPORT_TARGETS,
+  type Target as ExportTarget,
   type IExportRequest,
   type IExportResult
 } from './api';

@@ -24,7 +24,7 @@ import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
@@ -32,27 +32,16 @@ from tornado import web
 
 from taskcell.extension.handlers import TaskcellHandler
 from taskcell.extension.notebook_paths import ExportRequestError, NotebookLocation, locate_notebook
-from taskcell.extension.payloads import shown
+from taskcell.extension.payloads import ExportResult, shown
 
 if TYPE_CHECKING:
     from taskcell.export import Target
 
 
-class ExportResult(TypedDict):
-    """The reply (``IExportResult`` in ``labextension/src/api.ts``)."""
-
-    path: str
-    """The module written, relative to the server's root, ``/``-separated."""
-    target: str
-    replaced: bool
-    """Whether a file was there before: an earlier export, or any file with ``overwrite``."""
-    warnings: list[str]
-    """One sentence per cell part kept only as a comment, naming the cell."""
-
-
 @dataclass(frozen=True)
-class ExportRequest:
-    """A checked ``POST /taskcell/api/export`` body (``IExportRequest`` in ``api.ts``)."""
+class CheckedExport:
+    """A checked ``POST /taskcell/api/export`` body (:class:`~taskcell.extension.payloads.
+    ExportRequest`)."""
 
     path: str
     target: Target
@@ -60,7 +49,7 @@ class ExportRequest:
     """Replace a file at the module's path even if taskcell did not write it."""
 
 
-def parse_request(data: Mapping[str, Any]) -> ExportRequest:
+def parse_request(data: Mapping[str, Any]) -> CheckedExport:
     """Check a request body: ``path``, and optionally ``target`` and ``overwrite``.
 
     Raises
@@ -91,7 +80,7 @@ def parse_request(data: Mapping[str, Any]) -> ExportRequest:
         raise ExportRequestError(
             f"'path' must be the notebook's path relative to the server's root, got {shown(path)}"
         )
-    return ExportRequest(path=path, target=target, overwrite=overwrite)
+    return CheckedExport(path=path, target=target, overwrite=overwrite)
 
 
 # warnings.catch_warnings swaps process-wide state, so one export records at a time.

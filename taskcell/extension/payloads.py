@@ -9,13 +9,18 @@ sidebar may do to them.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from taskcell.planner.schema import Snapshot
 from taskcell.planner.view import SnapshotView
 
 # The one ``shown`` (spec's), with which the handlers quote a request's values in their errors.
 from taskcell.spec._util import shown as shown
+
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
+    from taskcell.export import Target
 
 #: connecting: the server is opening its subscription; connected: snapshots flow;
 #: unreachable: the scheduler cannot be reached (never started, gone, or the network), retried
@@ -153,3 +158,50 @@ class ErrorBody(TypedDict):
 
     message: str
     reason: str | None
+
+
+class Profile(TypedDict):
+    """A planner profile the sidebar's form offers."""
+
+    name: str
+    description: str
+
+
+class PlannerChoices(TypedDict):
+    """``GET /taskcell/api/planner``: the profiles, and the one chosen when none is named."""
+
+    profiles: list[Profile]
+    default_profile: str
+
+
+class SuggestionRequest(TypedDict):
+    """``POST /taskcell/api/planner``: ``size`` a quantity, a number of bytes, or paths and globs
+    relative to ``notebook``'s folder; ``cluster`` an id of ``GET /taskcell/api/clusters``."""
+
+    size: str | float
+    profile: NotRequired[str]
+    cluster: NotRequired[str]
+    notebook: NotRequired[str]
+
+
+class ExportRequest(TypedDict):
+    """``POST /taskcell/api/export``: a notebook, named as the contents API names it."""
+
+    path: str
+    #: ``"dask"`` when left out.
+    target: NotRequired[Target]
+    #: Replace a file at the module's path that taskcell did not write; without it the server
+    #: answers 409 and writes nothing. A module taskcell wrote is replaced either way.
+    overwrite: NotRequired[bool]
+
+
+class ExportResult(TypedDict):
+    """The module written beside the notebook."""
+
+    #: Relative to the server's root, as the contents API names it.
+    path: str
+    target: Target
+    #: Whether a file was there before: an earlier export, or any file with ``overwrite``.
+    replaced: bool
+    #: One sentence per cell part kept only as a comment, naming the cell.
+    warnings: list[str]

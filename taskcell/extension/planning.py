@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from taskcell.extension.payloads import shown
+from taskcell.extension.payloads import PlannerChoices, Profile, shown
 from taskcell.planner.schema import Snapshot, SuggestionInfo
 
 #: Longest size string accepted; a quantity such as "12 GiB" is a dozen characters.
@@ -165,17 +165,17 @@ def default_profile() -> str:
     return planner.DEFAULT_PROFILE
 
 
-def choices() -> dict[str, Any]:
+def choices() -> PlannerChoices:
     """The profiles the form offers (name and description), and the default one."""
     from taskcell import planner
 
-    return {
-        "profiles": [
-            {"name": name, "description": planner.describe_profile(name)}
+    return PlannerChoices(
+        profiles=[
+            Profile(name=name, description=planner.describe_profile(name))
             for name in planner.profile_names()
         ],
-        "default_profile": planner.DEFAULT_PROFILE,
-    }
+        default_profile=planner.DEFAULT_PROFILE,
+    )
 
 
 def suggest(request: SuggestRequest, nbytes: int, snapshot: Snapshot | None) -> SuggestionInfo:

@@ -4,8 +4,9 @@
 snapshot schema (:mod:`taskcell.planner.schema`, with the pool records it re-exports from
 :mod:`taskcell.cluster.pool_records`), its view as the server computes it for the
 sidebar to draw (:mod:`taskcell.planner.view`), the REST payloads
-(:mod:`taskcell.extension.payloads`), and the constants the sidebar shares with them, are the
-one definition. Every ``TypedDict`` becomes an ``interface I<Name>``, every ``Literal`` alias a
+(:mod:`taskcell.extension.payloads`, the export targets of :mod:`taskcell.export`), and the
+constants the sidebar shares with them, are the one definition. Every ``TypedDict`` becomes an
+``interface I<Name>`` (a ``NotRequired`` field an optional one), every ``Literal`` alias a
 union of strings, every documented upper-case constant an ``export const`` (a tuple in its
 order, a set sorted); docstrings and ``#:`` comments become JSDoc.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 #: The modules whose records and documented constants the sidebar uses, in output order.
 SOURCES = (
+    "taskcell.export",
     "taskcell.cluster.pool_records",
     "taskcell.cluster.waits",
     "taskcell.planner.schema",
@@ -102,15 +104,32 @@ class _Types:
         raise TypeError(f"taskcell: no TypeScript for the annotation {ast.unparse(node)!r}")
 
 
-def _constant(name: str, value: object) -> str:
+def _constant(name: str, value: object, item: str = "string") -> str:
+    """``name = value`` in TypeScript; a collection's items of type ``item``."""
     if isinstance(value, (frozenset, set, tuple, list)):
         ordered = sorted(value) if isinstance(value, (frozenset, set)) else value
         items = ", ".join(_quote(v) for v in ordered)
-        return f"export const {name}: readonly string[] = [{items}];"
+        return f"export const {name}: readonly {item}[] = [{items}];"
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise TypeError(f"taskcell: no TypeScript for the constant {name} = {value!r}")
     literal = _quote(value) if isinstance(value, str) else repr(value)
     return f"export const {name} = {literal};"
+
+
+def _item(annotation: ast.expr, types: _Types) -> str | None:
+    """The item type of a ``tuple[X, ...]`` annotation whose ``X`` is a known alias."""
+    if isinstance(annotation, ast.Subscript) and getattr(annotation.value, "id", "") == "tuple":
+        first = annotation.slice.elts[0] if isinstance(annotation.slice, ast.Tuple) else None
+        if isinstance(first, ast.Name) and first.id in types.known:
+            return types.known[first.id]
+    return None
+
+
+def _docstring(node: ast.stmt | None) -> str | None:
+    """The string right after an assignment (its docstring, as Sphinx reads it), or None."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return node.value.value if isinstance(node.value.value, str) else None
+    return None
 
 
 def _module(name: str, types: _Types) -> list[str]:
@@ -119,7 +138,8 @@ def _module(name: str, types: _Types) -> list[str]:
     text = inspect.getsource(module)
     source = text.splitlines()
     out: list[str] = []
-    for node in ast.parse(text).body:
+    body = ast.parse(text).body
+    for node, after in zip(body, [*body[1:], None], strict=True):
         if isinstance(node, ast.ClassDef) and any(
             isinstance(b, ast.Name) and b.id == "TypedDict" for b in node.bases
         ):
@@ -130,25 +150,41 @@ def _module(name: str, types: _Types) -> list[str]:
                 if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name):
                     comment = _comment(source, field)
                     out += _doc(comment, "  ") if comment else []
-                    out.append(f"  {field.target.id}: {types(field.annotation)};")
+                    annotation, optional = field.annotation, ""
+                    if isinstance(annotation, ast.Subscript) and (
+                        getattr(annotation.value, "id", "") == "NotRequired"
+                    ):
+                        annotation, optional = annotation.slice, "?"
+                    out.append(f"  {field.target.id}{optional}: {types(annotation)};")
             out.append("}")
-        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            target = node.targets[0].id
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            target = getattr(
+                node.targets[0] if isinstance(node, ast.Assign) else node.target, "id", ""
+            )
             comment = _comment(source, node)
             value = node.value
             if isinstance(value, ast.Subscript) and getattr(value.value, "id", "") == "Literal":
                 types.known[target] = target
-                out += ["", *_doc(comment or target), f"export type {target} = {types(value)};"]
+                doc = comment or _docstring(after) or target
+                out += ["", *_doc(doc), f"export type {target} = {types(value)};"]
             elif target.isupper() and comment:
-                out += ["", *_doc(comment), _constant(target, getattr(module, target))]
+                item = _item(node.annotation, types) if isinstance(node, ast.AnnAssign) else None
+                constant = _constant(target, getattr(module, target), item or "string")
+                out += ["", *_doc(comment), constant]
     return out
+
+
+def _path(module: str) -> str:
+    """Where ``module`` is written, from the repository's root."""
+    package = hasattr(importlib.import_module(module), "__path__")
+    return module.replace(".", "/") + ("/__init__.py" if package else ".py")
 
 
 def typescript(sources: Sequence[str] = SOURCES) -> str:
     """The text of ``generated.ts``."""
     lines = [
         "// Generated by `python -m taskcell.planner.typescript`; do not edit. The definition is",
-        *(f"// - {s.replace('.', '/')}.py" for s in sources),
+        *(f"// - {_path(s)}" for s in sources),
         "// Change it there and run that again.",
     ]
     types = _Types()
