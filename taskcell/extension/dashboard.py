@@ -34,7 +34,7 @@ from tornado import httpclient, web
 from tornado.iostream import StreamClosedError
 from tornado.websocket import WebSocketClosedError, WebSocketError
 
-from taskcell.extension.views import dashboard_target
+from taskcell.extension.sidebar_view import dashboard_target
 
 if TYPE_CHECKING:
     from jupyter_server_proxy.handlers import RewritableResponse

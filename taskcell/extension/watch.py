@@ -13,9 +13,9 @@ sidebar (:meth:`ClusterWatch.connected`): it stops tasks, scales and stops the e
 retires pools' workers and reads a task's output (:mod:`taskcell.extension.control`).
 
 Each state carries the snapshot's view, computed here once per version with
-:mod:`taskcell.extension.views` (the tasks that ended while the watch ran, the dashboard through
-this server), and the scheduler's time as the server answers, from its clock's offset measured
-when the watch connected: the sidebar ticks durations from it.
+:mod:`taskcell.extension.sidebar_view` (the tasks that ended while the watch ran, the dashboard
+through this server), and the scheduler's time as the server answers, from its clock's offset
+measured when the watch connected: the sidebar ticks durations from it.
 
 A watch connects with Dask's TLS config, as a kernel does; a kernel's embedded TLS cluster and a
 Dask Gateway cluster with their own credentials (:func:`security_for`).
@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from taskcell.extension import control, views
+from taskcell.extension import control, sidebar_view
 from taskcell.extension.clusters import cluster_id, normalize_address
 from taskcell.extension.payloads import ClusterControl, ClusterState, LinkStatus
 from taskcell.planner.schema import EndedTask, Snapshot
@@ -135,12 +135,12 @@ class ClusterWatch:
         """The latest snapshot, its view, and how the link stands."""
         self.last_used = time.monotonic()
         self._refresh()
-        dashboard = views.proxied_dashboard(self.dashboard, self.address, self.id)
+        dashboard = sidebar_view.proxied_dashboard(self.dashboard, self.address, self.id)
         version, view = self._view
         if version != self._version:
             view = None
             if self._snapshot is not None:
-                view = views.cluster_view(self._snapshot, self._ended, self.now(), dashboard)
+                view = sidebar_view.cluster_view(self._snapshot, self._ended, self.now(), dashboard)
             self._view = (self._version, view)
         return ClusterState(
             id=self.id,
@@ -168,7 +168,7 @@ class ClusterWatch:
         if self._stale and self._handle is not None:
             self._snapshot = self._handle.snapshot()
             self._stale = False
-            views.merge_ended(self._ended, self._snapshot["recent"])
+            sidebar_view.merge_ended(self._ended, self._snapshot["recent"])
 
     async def changed(self, since: int | None, timeout: float) -> ClusterState:
         """The state once its version differs from ``since``, or after ``timeout`` seconds.

@@ -84,7 +84,7 @@ _UUID_SUFFIX = re.compile(r"-[0-9a-f]{32}$")
 _FIRST = ("threads", "cpu", "memory", "disk", "shm", "gpu")
 
 
-class UseRecord(TypedDict):
+class WireUse(TypedDict):
     """One resource's amounts on the wire (see the module docstring)."""
 
     total: float
@@ -92,7 +92,7 @@ class UseRecord(TypedDict):
     assigned: float
 
 
-class TaskRecord(TypedDict):
+class WireTask(TypedDict):
     """A task on the wire."""
 
     key: str
@@ -105,7 +105,7 @@ class TaskRecord(TypedDict):
     wait: NotRequired[Wait]
 
 
-class EndedRecord(TypedDict):
+class WireEnded(TypedDict):
     """A task that ended, on the wire."""
 
     key: str
@@ -120,25 +120,25 @@ class EndedRecord(TypedDict):
     error: str | None
 
 
-class WorkerRecord(TypedDict):
+class WireWorker(TypedDict):
     """A worker on the wire."""
 
     address: str
     name: str
     nthreads: int
     memory_limit: int
-    resources: dict[str, UseRecord]
-    tasks: list[TaskRecord]
+    resources: dict[str, WireUse]
+    tasks: list[WireTask]
     running_tasks: int
     assigned_tasks: int
 
 
-class SampleRecord(TypedDict):
+class WireSample(TypedDict):
     """One sample of the cluster's totals, as the plugin's history keeps it."""
 
     time: float
     queued: int
-    totals: dict[str, UseRecord]
+    totals: dict[str, WireUse]
 
 
 class Update(TypedDict):
@@ -149,12 +149,12 @@ class Update(TypedDict):
     seq: int
     time: float
     scheduler: str
-    workers: list[WorkerRecord]
+    workers: list[WireWorker]
     removed: list[str]
-    queue: list[TaskRecord] | None
+    queue: list[WireTask] | None
     queued: int
-    totals: dict[str, UseRecord]
-    recent: list[EndedRecord] | None
+    totals: dict[str, WireUse]
+    recent: list[WireEnded] | None
     dashboard: int | None
     pools: list[PoolInfo] | None
     full: bool
@@ -177,7 +177,7 @@ def request_record(restrictions: Mapping[str, float] | None) -> dict[str, float]
     return {r: amount(a) for r, a in restrictions.items()}
 
 
-def use_record(total: float, running: float, assigned: float) -> UseRecord:
+def use_record(total: float, running: float, assigned: float) -> WireUse:
     """One resource's amounts on the wire; a sum that went below zero is sent as zero."""
     return {
         "total": amount(total),
@@ -195,10 +195,10 @@ def task_record(
     since: float,
     wait: Wait | None = None,
     name: str | None = None,
-) -> TaskRecord:
+) -> WireTask:
     """A task on the wire; its name (Dask's key ``prefix``) only where a string key lacks it,
     or where it has one of its own (``name``: a ``%%task --graph`` cell's task)."""
-    record: TaskRecord = {"key": str(key), "request": request, "state": state, "since": since}
+    record: WireTask = {"key": str(key), "request": request, "state": state, "since": since}
     if name is not None or not isinstance(key, str):
         record["name"] = prefix if name is None else name
     if wait is not None:
@@ -217,9 +217,9 @@ def ended_record(
     wall: float | None,
     peak_memory: int | None,
     error: str | None,
-) -> EndedRecord:
+) -> WireEnded:
     """A task that ended, on the wire; its name only where a string key lacks it."""
-    record: EndedRecord = {
+    record: WireEnded = {
         "key": str(key),
         "request": request,
         "state": state,
@@ -267,11 +267,11 @@ def worker_record(
     name: str,
     nthreads: int,
     memory_limit: int,
-    resources: dict[str, UseRecord],
-    tasks: list[TaskRecord],
+    resources: dict[str, WireUse],
+    tasks: list[WireTask],
     running_tasks: int,
     assigned_tasks: int,
-) -> WorkerRecord:
+) -> WireWorker:
     """A worker on the wire: each of its ``resources`` as :func:`use_record` writes it."""
     return {
         "address": address,
@@ -285,14 +285,14 @@ def worker_record(
     }
 
 
-def worker_address(record: WorkerRecord) -> str:
+def worker_address(record: WireWorker) -> str:
     """The address of a worker on the wire."""
     return record["address"]
 
 
-def sum_totals(workers: Iterable[WorkerRecord]) -> dict[str, UseRecord]:
+def sum_totals(workers: Iterable[WireWorker]) -> dict[str, WireUse]:
     """The cluster's amounts of each resource, summed over worker records."""
-    by_resource: dict[str, list[UseRecord]] = {}
+    by_resource: dict[str, list[WireUse]] = {}
     for record in workers:
         for resource, use in record["resources"].items():
             by_resource.setdefault(resource, []).append(use)
@@ -312,12 +312,12 @@ def update_message(
     seq: int,
     time: float,
     scheduler: str,
-    workers: list[WorkerRecord],
+    workers: list[WireWorker],
     removed: list[str],
-    queue: list[TaskRecord] | None,
+    queue: list[WireTask] | None,
     queued: int,
-    totals: dict[str, UseRecord],
-    recent: list[EndedRecord] | None,
+    totals: dict[str, WireUse],
+    recent: list[WireEnded] | None,
     dashboard: int | None,
     pools: list[PoolInfo] | None,
     full: bool,
@@ -341,17 +341,17 @@ def update_message(
     }
 
 
-def sample_record(*, time: float, queued: int, totals: dict[str, UseRecord]) -> SampleRecord:
+def sample_record(*, time: float, queued: int, totals: dict[str, WireUse]) -> WireSample:
     """One sample of the cluster's totals, for :func:`taskcell.occupancy_history`."""
     return {"time": time, "queued": queued, "totals": totals}
 
 
-def sample_time(sample: SampleRecord) -> float:
+def sample_time(sample: WireSample) -> float:
     """When a history sample was taken."""
     return sample["time"]
 
 
-def history_message(samples: list[SampleRecord]) -> dict:
+def history_message(samples: list[WireSample]) -> dict:
     """The reply to ``taskcell_occupancy_history``: every sample kept, oldest first."""
     return {"v": WIRE_VERSION, "samples": samples}
 
@@ -405,7 +405,7 @@ def task_name(key: str, prefix: str) -> str:
     return key[: match.start()] if match else prefix
 
 
-def uses(resources: Mapping[str, UseRecord]) -> list[ResourceUse]:
+def uses(resources: Mapping[str, WireUse]) -> list[ResourceUse]:
     """Each resource's amounts on the wire as records, in :func:`resource_order`."""
     return [
         ResourceUse(resource=r, total=u["total"], running=u["running"], assigned=u["assigned"])
@@ -441,7 +441,7 @@ def _name(key: Any, name: str | None) -> str:
     return task_name(key, key_split(key))
 
 
-def decode_task(record: TaskRecord, worker: str | None = None) -> TaskInfo:
+def decode_task(record: WireTask, worker: str | None = None) -> TaskInfo:
     """A task from the wire; ``worker`` is the address of the worker record it came in."""
     key = record["key"]
     return TaskInfo(
@@ -455,7 +455,7 @@ def decode_task(record: TaskRecord, worker: str | None = None) -> TaskInfo:
     )
 
 
-def decode_ended(record: EndedRecord) -> EndedTask:
+def decode_ended(record: WireEnded) -> EndedTask:
     """A task that ended, from the wire."""
     key = record["key"]
     return EndedTask(
@@ -496,7 +496,7 @@ def decode_pool(record: Mapping[str, Any]) -> PoolInfo:
     )
 
 
-def decode_worker(record: WorkerRecord) -> WorkerSnapshot:
+def decode_worker(record: WireWorker) -> WorkerSnapshot:
     """A worker from the wire, with what each of its assigned tasks waits for."""
     address = record["address"]
     worker = WorkerSnapshot(
@@ -520,12 +520,12 @@ def snapshot(
     scheduler: str,
     time: float,
     seq: int,
-    workers: Iterable[WorkerRecord],
-    totals: Mapping[str, UseRecord],
-    queue: Iterable[TaskRecord],
+    workers: Iterable[WireWorker],
+    totals: Mapping[str, WireUse],
+    queue: Iterable[WireTask],
     queued: int,
-    recent: Iterable[EndedRecord] = (),
-    samples: Sequence[SampleRecord] = (),
+    recent: Iterable[WireEnded] = (),
+    samples: Sequence[WireSample] = (),
     dashboard: str | None = None,
     pools: Iterable[Mapping[str, Any]] = (),
 ) -> Snapshot:
@@ -546,9 +546,7 @@ def snapshot(
     )
 
 
-def decode(
-    full: dict, samples: Sequence[SampleRecord] = (), address: str | None = None
-) -> Snapshot:
+def decode(full: dict, samples: Sequence[WireSample] = (), address: str | None = None) -> Snapshot:
     """A whole-state message of the plugin (packed or not) as a snapshot; its strips from the
     history ``samples``, its dashboard link as seen from a client of ``address``."""
     update = unpack(full)
@@ -582,7 +580,7 @@ def dashboard_link(address: str, port: int | None) -> str | None:
         return None
 
 
-def strips(samples: Sequence[SampleRecord], now: float) -> list[UsageStrip]:
+def strips(samples: Sequence[WireSample], now: float) -> list[UsageStrip]:
     """Per resource, the highest share of its total that running tasks held in each of the
     ``STRIP_STEPS`` steps up to ``now``, from history samples (oldest first)."""
     if not samples:
@@ -611,7 +609,7 @@ def strips(samples: Sequence[SampleRecord], now: float) -> list[UsageStrip]:
     ]
 
 
-def decode_samples(samples: Iterable[SampleRecord]) -> list[tuple[float, int, list[ResourceUse]]]:
+def decode_samples(samples: Iterable[WireSample]) -> list[tuple[float, int, list[ResourceUse]]]:
     """History samples as ``(time, queued, totals)``."""
     return [(s["time"], s["queued"], uses(s["totals"])) for s in samples]
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from distributed.metrics import time
 
-from taskcell.planner.codec import EndedRecord, ended_record, request_record
+from taskcell.planner.codec import WireEnded, ended_record, request_record
 from taskcell.planner.schema import RECENT_LIMIT, EndState
 
 #: The keys taskcell makes (``unique_key``): a name, a dash, a uuid4's hex.
@@ -80,7 +80,7 @@ class EndedEntry:
     peak_memory: int | None
     error: str | None
 
-    def wire(self) -> EndedRecord:
+    def wire(self) -> WireEnded:
         """The record on the wire."""
         return ended_record(
             key=self.key,
@@ -256,6 +256,6 @@ class EndedTasks:
             error=one_line(report.error) if state == "failed" else None,
         )
 
-    def records(self) -> list[EndedRecord]:
+    def records(self) -> list[WireEnded]:
         """``recent`` as the wire sends it, latest first."""
         return [r.wire() for r in reversed(self.recent)]

@@ -249,16 +249,16 @@ class OccupancyFeed:
         self.updates = 0
         self.bytes_received = 0
         self._lock = threading.Lock()
-        self._workers: dict[str, codec.WorkerRecord] = {}
-        self._queue: list[codec.TaskRecord] = []
+        self._workers: dict[str, codec.WireWorker] = {}
+        self._queue: list[codec.WireTask] = []
         self._queued = 0
-        self._totals: dict[str, codec.UseRecord] = {}
-        self._recent: list[codec.EndedRecord] = []
+        self._totals: dict[str, codec.WireUse] = {}
+        self._recent: list[codec.WireEnded] = []
         self._pools: list[PoolInfo] = []
         self._dashboard_port: int | None = None
         self._dashboard: str | None = None
         #: History samples covering the strips' span, oldest first (see :meth:`_sample`).
-        self._samples: deque[codec.SampleRecord] = deque()
+        self._samples: deque[codec.WireSample] = deque()
         self._seq = -1
         self._epoch = ""
         self._time = 0.0

@@ -52,12 +52,12 @@ from taskcell.cluster.submit import CELL_ANNOTATION
 from taskcell.cluster.waits import Wait, lack, wait
 from taskcell.planner.codec import (
     WIRE_VERSION,
-    EndedRecord,
-    SampleRecord,
-    TaskRecord,
     Update,
-    UseRecord,
-    WorkerRecord,
+    WireEnded,
+    WireSample,
+    WireTask,
+    WireUse,
+    WireWorker,
     history_message,
     pack,
     pool_record,
@@ -97,7 +97,7 @@ def _hashable(key: Any) -> Any:
 
 def _task(
     ts: Any, state: TaskState, since: float, request: dict | None = None, why: Wait | None = None
-) -> TaskRecord:
+) -> WireTask:
     """A task on the wire, its request read from the task unless given."""
     if request is None:
         request = request_record(ts.resource_restrictions)
@@ -182,16 +182,16 @@ class OccupancyPlugin(SchedulerPlugin):
         self.dirty: set[str] = set()
         self.removed: set[str] = set()
         self.queue_dirty = True
-        self.published: dict[str, WorkerRecord] = {}
-        self.published_queue: list[TaskRecord] = []
+        self.published: dict[str, WireWorker] = {}
+        self.published_queue: list[WireTask] = []
         self.published_queued = 0
-        self.totals: dict[str, UseRecord] = {}
+        self.totals: dict[str, WireUse] = {}
         self.seq = 0
         #: Tells this plugin's sequence numbers from another's (a restarted scheduler's).
         self.epoch = uuid.uuid4().hex[:12]
-        self.history: deque[SampleRecord] = deque(maxlen=getattr(self, "history_length", 3600))
+        self.history: deque[WireSample] = deque(maxlen=getattr(self, "history_length", 3600))
         self.ended = EndedTasks()
-        self.published_recent: list[EndedRecord] = []
+        self.published_recent: list[WireEnded] = []
         #: provisioner's client id -> its kernel's pools on the wire
         self.pools: dict[str, list[PoolInfo]] = {}
         self.pools_changed = False
@@ -490,7 +490,7 @@ class OccupancyPlugin(SchedulerPlugin):
                     self.running[address] = started
                     self.dirty.add(address)
 
-    def worker_record(self, ws: Any) -> WorkerRecord:
+    def worker_record(self, ws: Any) -> WireWorker:
         """One worker on the wire: its resources split into running and assigned, its tasks."""
         started = self.running.get(ws.address, {})
         totals = ws.resources
@@ -533,9 +533,9 @@ class OccupancyPlugin(SchedulerPlugin):
             assigned_tasks=len(ws.processing) - len(run_tasks),
         )
 
-    def queue_records(self) -> list[TaskRecord]:
+    def queue_records(self) -> list[WireTask]:
         """The tasks no worker holds yet, oldest first within each state, at most QUEUE_LIMIT."""
-        out: list[TaskRecord] = []
+        out: list[WireTask] = []
         reasons: dict[Any, Wait] = {}
         for state in _QUEUE_STATES:
             room = QUEUE_LIMIT - len(out)

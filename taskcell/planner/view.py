@@ -3,7 +3,7 @@
 :func:`snapshot_view` turns a :class:`~taskcell.planner.schema.Snapshot` into a
 :class:`SnapshotView` in which every word and number a person reads is already written.
 The notebook panel (:mod:`taskcell.widgets.panel_html`) draws it as HTML; the Jupyter server
-computes the same record for the JupyterLab sidebar (:mod:`taskcell.extension.views`), which
+computes the same record for the JupyterLab sidebar (:mod:`taskcell.extension.sidebar_view`), which
 only draws it, typed by the declarations generated from this module
 (:mod:`taskcell.planner.typescript`).
 

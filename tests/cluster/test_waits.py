@@ -9,7 +9,7 @@ from typing import get_args
 import pytest
 
 from taskcell.cluster.waits import Wait, WaitCode, lack, wait, wait_words
-from taskcell.extension.views import cluster_view
+from taskcell.extension.sidebar_view import cluster_view
 from taskcell.planner.schema import PoolInfo, PoolWorker, Snapshot, TaskInfo
 from taskcell.planner.view import snapshot_view
 from taskcell.runner import cell_task

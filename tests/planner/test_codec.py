@@ -60,7 +60,7 @@ PUBLISHED = {
 }
 
 
-def gpu_worker() -> codec.WorkerRecord:
+def gpu_worker() -> codec.WireWorker:
     return codec.worker_record(
         address="tcp://10.0.0.1:1",
         name="gpu-box",
@@ -214,7 +214,7 @@ def steps(now: float) -> int:
     return int(now // STRIP_SECONDS)
 
 
-def gpu(time: float, total: int, running: int) -> codec.SampleRecord:
+def gpu(time: float, total: int, running: int) -> codec.WireSample:
     """A history sample of a cluster whose GPUs ``running`` tasks hold, of ``total``."""
     return codec.sample_record(
         time=time, queued=0, totals={"GPU": codec.use_record(total, running, 0)}

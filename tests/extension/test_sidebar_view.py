@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskcell.extension.views import (
+from taskcell.extension.sidebar_view import (
     ENDED_KEPT,
     dashboard_target,
     merge_ended,
