@@ -11,6 +11,10 @@ never rebind it.
 A carrier that cannot be shipped (it calls taskcell, or names an object that has no source) is
 left out where the notebook never imports its module, and refused by name where it does.
 
+The same holds for a change a task made in place (:func:`inplace_source`): the ``flyte``
+target's driver applies it with :mod:`taskcell.runner.inplace` itself, that module's source
+shipped whole.
+
 So is the notebook's Dask client (:func:`local_dask`, which :mod:`~taskcell.export.flow` writes
 in place of the notebook's ``Client(...)``): in each task that uses it, a real
 ``distributed.Client`` on a cluster of the task's own, made with the notebook's arguments, on
@@ -25,22 +29,29 @@ import ast
 import inspect
 import textwrap
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from taskcell.errors import ExportError
-from taskcell.runner import process_state
+from taskcell.runner import inplace, process_state
 
-__all__ = ["Unshippable", "carriers_source", "local_dask"]
+__all__ = ["Unshippable", "carriers_source", "inplace_source", "local_dask"]
 
 
 class Unshippable(ValueError):
     """A carrier's function names something a module without taskcell cannot have."""
 
 
-def carriers_source(capture: str, apply: str, modules: Iterable[str], target: str) -> str:
+def carriers_source(
+    capture: str,
+    apply: str,
+    modules: Iterable[str],
+    target: str,
+    private: Callable[[str], str] = "_{}".format,
+) -> str:
     """Source defining ``capture()`` (the state, by carrier name) and ``apply(state)``, for
-    every registered carrier that can be shipped.
+    every registered carrier that can be shipped; the one other name it defines is
+    ``private("CARRIERS")`` (a name the notebook does not use).
 
     Raises
     ------
@@ -67,24 +78,25 @@ def carriers_source(capture: str, apply: str, modules: Iterable[str], target: st
     code = "\n\n\n".join(["from __future__ import annotations", *shipped.parts])
     code += f"\n\n\nCARRIERS = [\n{listed}]"
     return _RUNTIME.format(
-        capture=capture, apply=apply, code=code.replace("\\", "\\\\").replace('"""', '\\"""')
+        capture=capture, apply=apply, carriers=private("CARRIERS"), code=_quoted(code)
     )
 
 
+def _quoted(code: str) -> str:
+    """``code`` as the text of a triple-quoted string literal."""
+    return code.replace("\\", "\\\\").replace('"""', '\\"""')
+
+
 _RUNTIME = '''\
-_CARRIER_CODE = """
+# taskcell's carriers of process-wide state, in a namespace of their own.
+{carriers} = {{"__name__": "taskcell_carriers"}}
+exec(
+    """
 {code}
-"""
-
-
-def _carriers():
-    """taskcell's carriers of process-wide state, in a namespace of their own."""
-    namespace = {{"__name__": "taskcell_carriers"}}
-    exec(_CARRIER_CODE, namespace)
-    return namespace["CARRIERS"]
-
-
-_CARRIERS = _carriers()
+""",
+    {carriers},
+)
+{carriers} = {carriers}["CARRIERS"]
 
 
 def {capture}():
@@ -92,15 +104,74 @@ def {capture}():
     carries it (each piece only where its module is imported)."""
     import sys
 
-    return {{name: get() for name, module, get, _, _ in _CARRIERS if module in sys.modules}}
+    return {{name: get() for name, module, get, _, _ in {carriers} if module in sys.modules}}
 
 
 def {apply}(state, returned=False):
     """Take the state {capture}() captured (only what comes back from a cell, if returned)."""
-    for name, _, _, set_state, returns in _CARRIERS:
+    for name, _, _, set_state, returns in {carriers}:
         if name in state and (returns or not returned):
             set_state(state[name])
 '''
+
+
+def inplace_source(name: str, private: Callable[[str], str] = "_{}".format) -> str:
+    """Source defining ``name(old, new)``: the object a name holds after a task changed a copy
+    of ``old`` into ``new``. That is ``old`` itself, changed in place to match, where it can
+    take the change (every other name for it sees it), else ``new``: what
+    :func:`taskcell.runner.inplace.update` decides for a ``%%task`` cell, by that module's own
+    source, run in a namespace of its own, ``private("INPLACE")``."""
+    code = _module_source(inplace, absent={"RemoteValue"})
+    return _INPLACE.format(name=name, inplace=private("INPLACE"), code=_quoted(code))
+
+
+_INPLACE = '''\
+# taskcell's changes in place (taskcell.runner.inplace), in a namespace of their own.
+{inplace} = {{"__name__": "taskcell_inplace"}}
+exec(
+    """
+{code}
+""",
+    {inplace},
+)
+
+
+def {name}(old, new):
+    """The object a name holds after a task changed a copy of ``old`` into ``new``: ``old``,
+    changed in place, where it can take the change; else ``new``."""
+    return old if {inplace}["update"](old, new) else new
+'''
+
+
+def _module_source(module: types.ModuleType, absent: Collection[str]) -> str:
+    """The whole source of one of taskcell's modules, for a module without taskcell. Each name
+    it imports from taskcell must be one of ``absent``: a class no value there is an instance
+    of, which becomes an empty class of its own.
+
+    Raises
+    ------
+    Unshippable
+        For any other use of taskcell.
+    """
+    text = inspect.getsource(module)
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    top = tree.body
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom) and _from_taskcell(node):
+            names = {alias.asname or alias.name for alias in node.names}
+            if not isinstance(node, ast.ImportFrom) or names - set(absent) or node not in top:
+                raise Unshippable(f"{module.__name__} uses taskcell beyond {sorted(absent)}")
+    for node in reversed(top):
+        if isinstance(node, ast.ImportFrom) and _from_taskcell(node):
+            classes = [f"class {alias.asname or alias.name}:\n    pass" for alias in node.names]
+            lines[node.lineno - 1 : node.end_lineno] = classes
+    return "\n".join(lines)
+
+
+def _from_taskcell(node: ast.Import | ast.ImportFrom) -> bool:
+    modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+    return any((m or "").partition(".")[0] == "taskcell" for m in modules)
 
 
 class _Shipped:
@@ -156,8 +227,9 @@ class _Shipped:
         return name
 
     def _global(self, name: str, value: Any) -> None:
-        """Ship one global a shipped function names: a module, function, class or constant."""
-        if id(value) in self.names:
+        """Ship one global a shipped function names: a module, function, class or constant
+        (a decorated function once, as its source with its decorators)."""
+        if id(value) in self.names or id(getattr(value, "__wrapped__", value)) in self.names:
             return
         module = getattr(value, "__module__", None) or ""
         qualname = getattr(value, "__qualname__", "")

@@ -8,7 +8,7 @@ notebook's ``Out[]``: the module shows it where the cell runs, as IPython writes
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 
 def whole_lines(tree: ast.Module) -> list[bool]:
@@ -43,26 +43,38 @@ def apply_edits(code: str, edits: Iterable[Edit]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def function_scope_edits(code: str, tree: ast.Module) -> list[Edit]:
+def function_scope_edits(
+    code: str, tree: ast.Module, star: Callable[[str], str] | None = None
+) -> list[Edit]:
     """What a cell's top level means, as a module function says it:
 
-    - each star import as ``exec("from m import *", globals())``, where the cell has it: it
-      binds what ``from m import *`` binds, in the module's globals, at that point (Python
-      allows no star import in a function);
+    - each star import as ``exec("from m import *", globals())`` (``star(statement)`` where
+      given), where the cell has it: it binds what ``from m import *`` binds, in the module's
+      globals, at that point (Python allows no star import in a function);
     - a ``global`` statement at the top level, which does nothing in a notebook, as ``pass``
       (in a function it would mean something, or not compile).
     """
-    replaced: list[tuple[ast.stmt, str]] = [
-        (node, f"exec({ast.unparse(node)!r}, globals())")
+    run = star or (lambda statement: f"exec({statement!r}, globals())")
+    replaced: list[tuple[ast.stmt, str]] = [(node, run(ast.unparse(node))) for node in _stars(tree)]
+    replaced += [
+        (node, f"pass  # {ast.unparse(node)}") for node in tree.body if isinstance(node, ast.Global)
+    ]
+    return _spliced(code, replaced)
+
+
+def star_imports(tree: ast.Module) -> list[str]:
+    """The cell's star imports (``from m import *``), in order."""
+    return [ast.unparse(node) for node in _stars(tree)]
+
+
+def _stars(tree: ast.Module) -> list[ast.ImportFrom]:
+    return [
+        node
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom)
         and node.module != "__future__"
         and any(alias.name == "*" for alias in node.names)
     ]
-    replaced += [
-        (node, f"pass  # {ast.unparse(node)}") for node in tree.body if isinstance(node, ast.Global)
-    ]
-    return _spliced(code, replaced)
 
 
 def _spliced(code: str, replaced: Sequence[tuple[ast.stmt, str]]) -> list[Edit]:

@@ -7,8 +7,8 @@ whether the driver holds its value, a module, or the result of a task it has not
   cell reads that an earlier cell bound (plus those its dynamic resource expressions read), and
   which returns the names it binds and the notebook's objects it changes in place
   (``results.append(x)``, ``df["c"] = ...``, ``model.fit(X)``): the driver makes its own object
-  take the new state (:func:`~taskcell.export.standalone.update`), so every other name for it
-  sees the change, as ``%%task`` does. Its ``Out[]`` is shown where it runs.
+  take the new state (:mod:`taskcell.runner.inplace`), so every other name for it sees the
+  change, as ``%%task`` does. Its ``Out[]`` is shown where it runs.
 - Any other code cell becomes a :class:`DriverStep`, its ``Out[]`` shown as IPython writes it.
 - A markdown cell becomes a :class:`TextStep` (the first one is the module's docstring).
 
@@ -22,7 +22,9 @@ cannot do):
   later import stays where it is, and so does every star import, run where its cell ran it
   (``exec("from m import *", globals())``: Python allows no star import in a function). A task
   that reads a module bound by an import starts with that import rather than taking the module
-  as an argument.
+  as an argument. A ``flyte`` or ``latch`` task, which may run in a process of its own, starts
+  with the star imports before its cell, where that process has not run them
+  (:func:`~taskcell.export.standalone.star_import`).
 - **Scoping.** The driver's names are the module's globals (its function declares them
   ``global``), as a notebook's are: a cell that reads ``sum`` before a later one binds it reads
   the builtin. A ``global`` statement at a cell's top level, which does nothing there, is left
@@ -46,7 +48,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -58,6 +60,7 @@ from taskcell.export.cell_code import (
     apply_edits,
     function_scope_edits,
     last_value_edit,
+    star_imports,
 )
 from taskcell.export.codegen import Namer
 from taskcell.export.hoisting import CellImports, Hoisting, future_imports, statement_hoisted
@@ -105,6 +108,9 @@ class DriverStep:
         The cell's Python: hoisted imports removed, its ``Out[]`` shown, its figures closed.
     imports
         Import statements to run first: modules a task cell imported that this cell reads.
+    star_imports
+        Lines to run first where the cell runs in a process of its own (a Latch task): the
+        notebook's star imports before it (:func:`~taskcell.export.standalone.star_import`).
     changes_state
         It reads a module whose process-wide state it may change (see the module docstring).
     """
@@ -112,6 +118,7 @@ class DriverStep:
     cell: Cell
     code: str
     imports: tuple[str, ...] = ()
+    star_imports: tuple[str, ...] = ()
     changes_state: bool = False
 
 
@@ -161,6 +168,9 @@ class TaskStep:
         What the cell asks for.
     local_imports
         Import statements the function starts with (modules it reads).
+    star_imports
+        Lines it starts with in a process of its own (``flyte``, ``latch``): the notebook's
+        star imports before its cell (:func:`~taskcell.export.standalone.star_import`).
     needs
         Names whose values a call needs at once: read by a resource expression, or by a
         notebook function the task receives.
@@ -185,6 +195,7 @@ class TaskStep:
     request: TaskRequest
     updates: tuple[str, ...] = ()
     local_imports: tuple[str, ...] = ()
+    star_imports: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
     deletes: tuple[str, ...] = ()
     after: tuple[int, ...] = ()
@@ -369,6 +380,7 @@ class _Planner:
         self.built_under = 0
         self.used_envs: dict[EnvironmentDef, None] = {}
         self.steps: list[Step] = []
+        self.stars: list[str] = []  # flyte, latch: what a task in a process of its own runs first
         self.docstring = ""
         self.namer = Namer(self.names | set(self.helpers.names.values()))
         self.platform = config.get("platform")
@@ -386,6 +398,7 @@ class _Planner:
                 self._task(cell, tree)
             else:
                 self._driver(cell, tree)
+            self._record_stars(cell, tree)
         if self.problems:
             raise problems_error(self.problems)
         docstring = self.docstring
@@ -504,6 +517,26 @@ class _Planner:
             self.env_defs[env.name] = env
             self.env_version += 1
 
+    def _star(self, cell: Cell, again: bool = True) -> Callable[[str], str] | None:
+        """How ``flyte`` and ``latch`` code runs a star import of ``cell``
+        (:func:`~taskcell.export.standalone.star_import`); None for ``dask``, whose tasks take
+        the driver's globals with them."""
+        if self.target == "dask":
+            return None
+        last = "" if again else ", again=False"
+
+        def run(statement: str) -> str:
+            helper = self.helpers("star_import")  # named only where there is a star import
+            return f"{helper}(globals(), {cell.number}, {statement!r}{last})"
+
+        return run
+
+    def _record_stars(self, cell: Cell, tree: ast.Module) -> None:
+        """The cell's star imports, which each later task runs first in a process of its own."""
+        star = self._star(cell, again=False)
+        if star is not None:
+            self.stars += map(star, star_imports(tree))
+
     def _code(self, cell: Cell, tree: ast.Module, setups: list[tuple[ast.stmt, str]]) -> str:
         """The cell's code as the module runs it: the imports that moved to the top taken out,
         the notebook's cluster replaced where the target runs without it, the ``Out[]`` shown,
@@ -512,7 +545,7 @@ class _Planner:
         removed = [s for s in found.statements if statement_hoisted(s, self.hoisted)]
         edits: list[Edit] = [(s.lineno, s.end_lineno or s.lineno, []) for s in removed]
         edits += [(s.lineno, s.end_lineno or s.lineno, []) for s in future_imports(tree)]
-        edits += function_scope_edits(cell.code, tree)
+        edits += function_scope_edits(cell.code, tree, self._star(cell))
         if setups and self.target != "dask":
             edits += self._without_cluster(cell, setups)
         shown = last_value_edit(
@@ -610,7 +643,13 @@ class _Planner:
         if code.strip() or run_imports:
             changes = self._changes_state(cell)
             self.steps.append(
-                DriverStep(cell=cell, code=code, imports=tuple(run_imports), changes_state=changes)
+                DriverStep(
+                    cell=cell,
+                    code=code,
+                    imports=tuple(run_imports),
+                    star_imports=tuple(self.stars),
+                    changes_state=changes,
+                )
             )
         only = self.imports[cell.number]
         generators = analysis.unpicklable
@@ -660,6 +699,7 @@ class _Planner:
                 request=request,
                 updates=updates,
                 local_imports=takes.local_imports,
+                star_imports=tuple(self.stars),
                 needs=takes.needs,
                 deletes=tuple(
                     n for n in analysis.deleted if n in state and n not in analysis.outputs

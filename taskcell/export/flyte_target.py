@@ -310,7 +310,7 @@ class _Writer:
         if self.state:
             params.append(f"{self.state}: {self.typing}.Any")
             body.append(f"{self.helper('set_process_state')}({self.state})")
-        body += [*step.local_imports, step.body]
+        body += [*step.star_imports, *step.local_imports, step.body]
         types = [step.types.get(n, ANY) for n in step.returns]
         values = list(step.returns)
         annotations = [self.annotation(t) for t in types]

@@ -416,7 +416,7 @@ class _Planner:
             code=code,
             inputs=inputs,
             outputs=[*changed, *analysis.outputs],
-            imports=[*step.imports, *needed],
+            imports=[*step.star_imports, *step.imports, *needed],
             rebound=frozenset(analysis.outputs),
         )
         made = self._make(i, task, tree, own_imports, None, step.changes_state)
@@ -432,7 +432,7 @@ class _Planner:
             code=step.body,
             inputs=inputs,
             outputs=list(step.returns),
-            imports=step.local_imports,
+            imports=[*step.star_imports, *step.local_imports],
             rebound=frozenset(step.returns) - set(step.updates),
         )
         return self._make(i, task, ast.parse(step.body), {}, step, step.changes_state)

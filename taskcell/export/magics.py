@@ -97,7 +97,8 @@ DISPLAYS = {
     "javascript": "Javascript",
     "js": "Javascript",
 }
-#: Where each helper comes from: taskcell's standalone functions, or a module's name.
+#: Where each helper comes from: taskcell's standalone functions, taskcell's changes in place, or
+#: a module's name.
 HELPER_SOURCES = {
     "show": "standalone",
     "shell": "standalone",
@@ -106,6 +107,7 @@ HELPER_SOURCES = {
     "time_it": "standalone",
     "capture": "standalone",
     "ipython": "standalone",
+    "update": "inplace",  # taskcell.runner.inplace's own source (carriers.inplace_source)
     "os": "import os",
     "display": "from IPython.display import display",
     **{cls: f"from IPython.display import {cls}" for cls in set(DISPLAYS.values())},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from taskcell.export import standalone
-from taskcell.export.carriers import carriers_source, local_dask
+from taskcell.export.carriers import carriers_source, inplace_source, local_dask
 from taskcell.export.codegen import CellsCode, Namer, comment, indent, parses
 from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
 from taskcell.export.magics import HELPER_SOURCES
@@ -62,15 +62,20 @@ _COPIED = {"local_dask": local_dask}
 def helpers(workflow: Workflow, imports: ImportBlock, copy: bool, target: str = "") -> list[str]:
     """Bring in the helpers the module's code calls: imported (modules, IPython's classes, and
     taskcell's standalone functions unless ``copy``), or their source copied (returned; the
-    process-wide state as :mod:`taskcell.runner.process_state` carries it, for ``target``)."""
+    process-wide state as :mod:`taskcell.runner.process_state` carries it, for ``target``, and
+    changes in place as :mod:`taskcell.runner.inplace` makes them)."""
     sources = []
     state_roles = ("process_state", "set_process_state")
     if copy and any(role in workflow.helpers.names for role in state_roles):
         capture, apply = map(workflow.helpers, state_roles)
-        sources.append(carriers_source(capture, apply, _imported(workflow), target))
+        modules = _imported(workflow)
+        sources.append(carriers_source(capture, apply, modules, target, imports.namer.private))
     for role, name in workflow.helpers.names.items():
         origin = HELPER_SOURCES.get(role, "standalone")
         if copy and role in state_roles:
+            continue
+        if origin == "inplace":
+            sources.append(inplace_source(name, imports.namer.private))
             continue
         if origin == "standalone" and copy:
             own = _COPIED.get(role) or getattr(standalone, role)

@@ -5,7 +5,8 @@ that do not read each other's names run at the same time; a later task reads an 
 value as a future (``pending[0]``). Before the driver runs a cell of its own, it waits for the
 tasks before it, in notebook order (:meth:`Pending.result`): each task's printed output and
 displays are shown then, as the notebook showed them; the notebook objects it changed take
-their new state in place (:func:`~taskcell.export.standalone.update`); the process-wide state
+their new state in place, as ``%%task`` makes them (:mod:`taskcell.runner.inplace`), and a value
+it bound that holds one of them holds the notebook's own; the process-wide state
 it changed (a seeded generator moved on) becomes the driver's, and so do the environment
 variables it set. On the worker a task runs with the driver's process-wide state and the
 environment variables the driver set, its output captured per thread; an argument it left as it
@@ -31,8 +32,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import cloudpickle
 
-from taskcell.export.standalone import close_figures, ipython, update
-from taskcell.runner import process_state
+from taskcell.export.standalone import close_figures, ipython
+from taskcell.runner import inplace, process_state
 
 if TYPE_CHECKING:
     from distributed import Future
@@ -72,7 +73,8 @@ class Pending:
         olds
             The driver's objects for the first values, which the task may have changed in
             place: each takes its new state and is returned in its place (itself, untouched,
-            where the task left it as it was).
+            where the task left it as it was). A later value holding a part of one holds the
+            driver's own, as after a ``%%task`` cell.
         """
         if self in _pending:
             _pending.remove(self)
@@ -84,9 +86,11 @@ class Pending:
             raise outcome.error
         process_state.apply(outcome.changed)
         _set_environ(outcome.environ)
-        values = outcome.values
+        values, updates = outcome.values, inplace.Updates()
         for i, old in enumerate(olds):
-            values[i] = old if i in outcome.unchanged else update(old, values[i])
+            if i in outcome.unchanged or updates.update(old, values[i]):
+                values[i] = old
+        values[len(olds) :] = map(updates.resolved, values[len(olds) :])
         return tuple(values) if self.returns > 1 else values[0]
 
 

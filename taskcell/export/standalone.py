@@ -8,11 +8,11 @@ the ``dask`` target imports them from here. What they stand for in a notebook:
 - :func:`shell`, :func:`script`, :func:`write_file`, :func:`time_it`: ``!cmd`` and
   ``x = !cmd``, ``%%bash``, ``%%writefile``, ``%timeit``, with IPython's expansion of
   ``{expression}`` and ``$name`` from the caller's names.
+- :func:`star_import`: a star import, where its cell ran it, and again at the start of each
+  later ``flyte`` or ``latch`` task that runs in a process of its own.
 - :func:`capture`: ``%%capture``, its result a value that travels between tasks.
 - :func:`ipython`: an IPython shell for the process, so ``display()`` and ``%%capture`` behave
   as in a kernel (a display prints its text).
-- :func:`update`: the notebook's object takes the state a task gave a copy of it, keeping its
-  identity, as ``%%task`` does (:mod:`taskcell.runner.inplace`).
 - :func:`rebound`: a notebook function Latch carries between tasks as a value, reading the
   notebook's names as they are when it is called.
 - the process-wide state a notebook's cells share is carried as ``%%task`` carries it, by
@@ -47,8 +47,8 @@ __all__ = [
     "shell",
     "show",
     "source",
+    "star_import",
     "time_it",
-    "update",
     "write_file",
 ]
 
@@ -120,6 +120,21 @@ def write_file(path: str, text: str, append: bool = False) -> None:
         f.write(text)
 
 
+def star_import(names: dict, cell: int, statement: str, again: bool = True) -> None:
+    """``statement``, a ``from m import *`` of the notebook's cell numbered ``cell``, run in
+    the module's globals ``names``, as the notebook ran it there, and recorded.
+
+    With ``again=False`` it runs only where this process has not run it: a task that runs in a
+    process of its own (a Flyte or Latch pod) starts from the names the star imports before its
+    cell bound, as its cell did; where the cells before it ran in this process (a local run),
+    they ran it already, and what they bound since stands.
+    """
+    ran = names.setdefault("__taskcell_star_imports__", set())
+    if again or (cell, statement) not in ran:
+        exec(statement, names)
+        ran.add((cell, statement))
+
+
 def time_it(statement: str, setup: str = "pass", number: int = 0, repeat: int = 7) -> None:
     """``%timeit [-n N] [-r R] STATEMENT``: run it as IPython does, with the caller's names;
     the timing itself is not printed."""
@@ -174,116 +189,6 @@ def ipython() -> Any:
     config.HistoryManager.enabled = False
     # The module's own __main__ stays in sys.modules: pickles that name it must still work.
     return InteractiveShell.instance(config=config, user_module=sys.modules["__main__"])
-
-
-def update(old: Any, new: Any) -> Any:
-    """The object a name should hold after a task changed a copy of ``old`` into ``new``:
-    ``old`` itself, changed in place to match (so every other name for it sees the change), or
-    ``new`` where ``old`` cannot take its state (another type, an array of another shape).
-
-    Containers, arrays and the notebook's own objects inside it are changed in place too;
-    a library's internals are replaced whole.
-    """
-    import collections
-    import copyreg
-
-    immutable = (type(None), bool, int, float, complex, str, bytes, range, frozenset, type)
-    memo: dict[int, Any] = {}
-
-    def is_array(value: Any) -> bool:
-        return type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"
-
-    def kept(value: Any) -> bool:
-        containers = (list, dict, set, tuple, bytearray, collections.deque)
-        return (
-            isinstance(value, containers) or is_array(value) or type(value).__module__ == "__main__"
-        )
-
-    def merge(old: Any, new: Any, depth: int) -> Any:
-        if old is new or type(old) is not type(new) or isinstance(old, immutable):
-            return new
-        if id(new) in memo:
-            return memo[id(new)]
-        if depth > 32 or (depth and not kept(old)):
-            return new
-        memo[id(new)] = old
-        try:
-            done = into(old, new, depth + 1)
-        except Exception:  # an object that refuses its new state: replaced
-            done = False
-        if not done:
-            memo[id(new)] = new
-            return new
-        return old
-
-    def into(old: Any, new: Any, depth: int) -> bool:
-        if isinstance(old, tuple):
-            parts = [merge(o, n, depth) for o, n in zip(old, new, strict=False)]
-            return len(old) == len(new) and all(p is o for p, o in zip(parts, old, strict=False))
-        if isinstance(old, (list, collections.deque)):
-            parts = [merge(old[i], v, depth) if i < len(old) else v for i, v in enumerate(new)]
-            old.clear()
-            old.extend(parts)
-            return True
-        if isinstance(old, dict):
-            items = {k: merge(old[k], v, depth) if k in old else v for k, v in new.items()}
-            old.clear()
-            old.update(items)
-            attributes(old, new, depth)
-            return True
-        if isinstance(old, (set, bytearray)):
-            if isinstance(old, set):
-                old.clear()
-                old.update(new)
-            else:
-                old[:] = new
-            return True
-        if is_array(old):
-            if old.shape != new.shape or old.dtype != new.dtype or not old.flags.writeable:
-                return False
-            old[...] = new
-            return True
-        return attributes(old, new, depth) or reduced(old, new)
-
-    def attributes(old: Any, new: Any, depth: int) -> bool:
-        has_dict = hasattr(old, "__dict__") and hasattr(new, "__dict__")
-        slots = copyreg._slotnames(type(old))  # type: ignore[attr-defined]
-        if not has_dict and not slots:
-            return False
-        if has_dict:
-            mine = vars(old)
-            items = {k: merge(mine[k], v, depth) if k in mine else v for k, v in vars(new).items()}
-            mine.clear()
-            mine.update(items)
-        for slot in slots:
-            if hasattr(new, slot):
-                object.__setattr__(
-                    old, slot, merge(getattr(old, slot, None), getattr(new, slot), depth)
-                )
-            elif hasattr(old, slot):
-                object.__delattr__(old, slot)
-        return True
-
-    def reduced(old: Any, new: Any) -> bool:
-        """An object kept in C (a numpy ``Generator``): the state its pickle carries."""
-        mine, theirs = old.__reduce_ex__(2), new.__reduce_ex__(2)
-        if not (isinstance(mine, tuple) and isinstance(theirs, tuple)) or mine[0] != theirs[0]:
-            return False
-        if len(mine[1]) != len(theirs[1]):
-            return False
-        for part, other in zip(mine[1], theirs[1], strict=True):
-            if merge(part, other, 0) is not part:
-                try:
-                    if not bool(part == other):
-                        return False
-                except Exception:
-                    return False
-        state = theirs[2] if len(theirs) > 2 else None
-        if state is not None:
-            old.__setstate__(state)
-        return True
-
-    return merge(old, new, 0)
 
 
 def rebound(function: Any, **names: Any) -> Any:

@@ -2,10 +2,11 @@
 
 Inside each task the notebook's ``Client(...)``/``LocalCluster(...)`` is a real
 ``distributed.Client`` on a cluster of the task's own, of the notebook's size, listening on
-127.0.0.1 only and closed when the task ends: ``.cluster``, ``status``, ``exception()`` and
-``retry()`` are Dask's. A client travels to another task as its arguments and is made again
-there; a Future travels as it ended (its key, and its value or exception) and is made again on
-the next task's cluster under its key; a collection holding Futures travels with their data.
+127.0.0.1 only and closed when the task ends: ``.cluster``, ``status``, ``exception()``,
+``traceback()`` and ``retry()`` are Dask's. A client travels to another task as its arguments
+and is made again there; a Future travels as it ended (its key, and its value or exception) and
+is made again on the next task's cluster under its key; a collection holding Futures travels
+with their data.
 
 The proof is differential: the modules, run as their users run them (``--local`` in the Flyte
 SDK's venv, plainly in the Latch SDK's), print what the same notebook prints in a real kernel.
@@ -39,11 +40,13 @@ CELLS = (
     "client = Client(cluster)",
     "f = client.submit(lambda x: x + 1, 41)\nbad = client.submit(lambda: 1 / 0)\n"
     "wait([f, bad])\nprint(f.result(), client.gather(f), f.status, f.done())\n"
-    "print(repr(bad.exception()), bad.status)\nbad.retry()\nwait(bad)\n"
+    "print(repr(bad.exception()), bad.status, type(bad.traceback()).__name__)\nbad.retry()\n"
+    "wait(bad)\n"
     "print(bad.status, type(bad.exception()).__name__)",
     "print(isinstance(client, distributed.Client), type(client.cluster).__name__, "
     "len(client.cluster.workers), client.status)\n"
-    "print(f.status, client.gather(f), bad.status, repr(bad.exception()))",
+    "print(f.status, client.gather(f), bad.status, repr(bad.exception()), "
+    "type(bad.traceback()).__name__)",
     "%%task\nfs = client.map(lambda v: v * v, range(4))\n"
     "print(client.gather(fs), isinstance(fs[0], distributed.Future), "
     "len(client.cluster.workers), client.status, f.result() + 1, bad.status)",

@@ -42,6 +42,24 @@ CASES: dict[str, tuple[tuple[str, ...], str]] = {
         ),
         "3\n10\n",
     ),
+    # pylab's star import binds numpy's `sum`, `np` and `typing`, for the notebook's cells only.
+    "pylab-star-import": (
+        (
+            "from pylab import *",
+            "%%task\nhalf = pi / 2\nsame = sum is np.sum",
+            "print(round(half, 2), same, typing.__name__)",
+        ),
+        "1.57 True numpy.typing\n",
+    ),
+    # The notebook's own names, private-looking ones too, never rebind the module's machinery.
+    "the-modules-machinery-is-its-own": (
+        (
+            "import random\n_CARRIERS = _INPLACE = 'mine'\nitems = []",
+            "%%task\nitems.append(random.random() < 2)",
+            "print(items, _CARRIERS, _INPLACE)",
+        ),
+        "[True] mine mine\n",
+    ),
     # A star import rebinds `random` where its cell ran, not before.
     "star-import-in-place": (
         (
@@ -66,6 +84,30 @@ CASES: dict[str, tuple[tuple[str, ...], str]] = {
             "print(c)",
         ),
         "True\n",
+    ),
+    # A later cell binds `g` before it reads it: the task's generator is read by no other cell.
+    "a-later-cell-binds-before-it-reads": (
+        ("%%task\ng = (i for i in range(3))\nn = 1", "g = [n]\nprint(g)", "print(g)"),
+        "[1]\n[1]\n",
+    ),
+    # Two names for one list travel together (Latch: in one pickle), so they stay one object.
+    "names-sharing-an-object": (
+        (
+            "results = []\nalias = results\nsize = 3",
+            "%%task\nresults.append(1)",
+            "print(alias is results, alias, size)",
+        ),
+        "True [1] 3\n",
+    ),
+    # A change in place is the one %%task makes (taskcell.runner.inplace): an array.array, kept
+    # in C, takes its new items, and every name for it sees them.
+    "a-change-in-place-is-the-kernels": (
+        (
+            "import array\na = array.array('i', [1])\nb = a",
+            "%%task\na.append(2)",
+            "print(b, b is a)",
+        ),
+        "array('i', [1, 2]) True\n",
     ),
     # IPython's alias %%file and automagic `cat` (a one-line cell) run as IPython runs them.
     "aliases-and-automagic": (
@@ -142,3 +184,42 @@ def test_the_module_prints_what_the_notebook_printed(case, target, printed):
     finished = printed(case, target)
     assert finished.returncode == 0, finished.stderr[-4000:]
     assert finished.stdout == CASES[case][1]
+
+
+#: Loads a module as a Flyte or Latch pod does (its cells not run) and calls one task's function
+#: there, with an empty process-wide state; prints what it returned.
+POD = """
+import pickle, runpy, sys
+
+namespace = runpy.run_path(sys.argv[1])  # not as __main__: the workflow does not run
+task = namespace[sys.argv[2]]
+function = getattr(task, "func", None) or task.task_function
+value = function(state={})
+print(pickle.loads(pickle.dumps(value[0] if isinstance(value, tuple) else value)))
+"""
+
+
+@pytest.mark.parametrize("target", ["flyte", "latch"])
+def test_a_task_in_a_process_of_its_own_starts_from_the_star_imports_before_it(target, tmp_path):
+    """A remote task runs in a process where no cell before it ran: it runs the star imports
+    before its cell itself, so ``random`` is numpy's there too, not the module imported first."""
+    cells = (
+        "import random",
+        "from numpy.random import *",
+        "%%task\nkind = type(random).__name__",
+        "print(kind)",
+    )
+    module, pod = tmp_path / "workflow.py", tmp_path / "pod.py"
+    _export(cells, target, module)
+    pod.write_text(POD)
+    env = {**os.environ, "PYTHONPATH": "", "LOG_LEVEL": "error", "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [str(sdk_python(target)), str(pod), str(module), "compute_kind"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.splitlines()[-1] == "method"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import collections
-import copy
 import math
 import pickle
 
@@ -24,7 +23,6 @@ from taskcell.export.standalone import (
     shell,
     show,
     source,
-    update,
 )
 from taskcell.spec import parse_cpu, parse_quantity
 
@@ -90,7 +88,7 @@ def test_portable_values_unpickle_as_themselves(value):
 
 def test_sources_run_alone_under_their_new_names(tmp_path):
     namespace = {"__builtins__": builtins}
-    for function in (cores, gib, portable, on_this_machine, update, show, local_dask):
+    for function in (cores, gib, portable, on_this_machine, show, local_dask):
         exec(source(function, f"my_{function.__name__}"), namespace)
     assert namespace["my_gib"]("3Gi") == 3
     assert namespace["my_cores"]("250m") == 1
@@ -120,38 +118,6 @@ def test_shell_expands_names_all_or_none_as_ipython_does(capsys):
     lines = shell("printf 'a\\nb\\n'", lines=True)
     assert capsys.readouterr().out == "hello world\n{name}\n"
     assert lines == ["a", "b"] and lines.n == "a\nb"  # IPython's SList
-
-
-def test_update_keeps_identity_and_the_parts_others_hold():
-    class Account:
-        def __init__(self):
-            self.history = []
-
-    nested = {"scores": [1, 2], "meta": {"n": 2}}
-    scores, meta = nested["scores"], nested["meta"]
-    changed = copy.deepcopy(nested)  # what a task got, and changed
-    changed["scores"].append(3)
-    changed["meta"]["n"] = 3
-    assert update(nested, changed) is nested
-    assert scores == [1, 2, 3] and nested["scores"] is scores and meta == {"n": 3}
-    account = Account()
-    theirs = copy.deepcopy(account)
-    theirs.history.append("deposit")
-    assert update(account, theirs) is account and account.history == ["deposit"]
-    assert update(1, 2) == 2 and update([1], "other") == "other"  # nothing to keep: replaced
-
-
-def test_update_moves_a_numpy_generator_and_writes_into_an_array():
-    import numpy as np
-
-    rng, data = np.random.default_rng(1), np.zeros(3)
-    moved, filled = copy.deepcopy((rng, data))
-    moved.random()  # the task drew a number from its copy
-    filled[:] = 7
-    twin = copy.deepcopy(moved)
-    assert update(rng, moved) is rng and update(data, filled) is data
-    assert data.tolist() == [7, 7, 7]
-    assert rng.random() == twin.random()  # rng goes on from where the task left its copy
 
 
 def test_capture_keeps_what_it_caught_readable_after_pickling():
