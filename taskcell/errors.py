@@ -4,6 +4,21 @@ from __future__ import annotations
 
 import builtins
 import functools
+from typing import TypedDict
+
+#: The mime type of a failure shown after its cell returned (a background cell's): Jupyter
+#: sends no error into a cell that has finished, so the lab extension turns each output that
+#: carries one (an :class:`ErrorOutput`) into an error output of its cell, shown and saved as
+#: Jupyter shows and saves an error.
+ERROR_MIME = "application/vnd.taskcell.error+json"
+
+
+class ErrorOutput(TypedDict):
+    """An error as a notebook saves it (nbformat's ``error`` output, less its type)."""
+
+    ename: str
+    evalue: str
+    traceback: list[str]
 
 
 class TaskcellError(Exception):

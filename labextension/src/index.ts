@@ -15,6 +15,7 @@ import {
   EXPORT_COMMAND,
   ExportButtonExtension
 } from './export';
+import { showErrorsAsErrors } from './errors';
 import { answerTaskcellComm } from './kernelcomm';
 import { TrackerContext } from './notebooks';
 import { ResourcesPanel } from './panel';
@@ -56,7 +57,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null
   ) => {
-    tracker?.widgetAdded.connect((_, notebook) => answerTaskcellComm(notebook));
+    tracker?.widgetAdded.connect((_, notebook) => {
+      answerTaskcellComm(notebook);
+      showErrorsAsErrors(notebook);
+    });
     const context = new TrackerContext(tracker);
     const panel = new ResourcesPanel(
       new ResourcesClient(),

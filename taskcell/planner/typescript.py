@@ -28,6 +28,7 @@ from pathlib import Path
 
 #: The modules whose records and documented constants the sidebar uses, in output order.
 SOURCES = (
+    "taskcell.errors",
     "taskcell.export",
     "taskcell.cluster.pool_records",
     "taskcell.cluster.waits",

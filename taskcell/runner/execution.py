@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from taskcell.cluster import interruptible
 from taskcell.cluster.connect import live_workers
-from taskcell.errors import CellError, ClusterError
+from taskcell.errors import ERROR_MIME, CellError, ClusterError, ErrorOutput
 from taskcell.runner.cell_task import (
     CellSource,
     Display,
@@ -192,7 +192,7 @@ class BackgroundCell:
             display(self._bundle(), raw=True, display_id=self.key)
             self._shown = True
 
-    def _bundle(self) -> dict[str, str]:
+    def _bundle(self) -> dict[str, Any]:
         lines = [f"taskcell: {self.record.cell}: {self._summary()}"]
         if self.kept:
             lines.append(
@@ -200,9 +200,14 @@ class BackgroundCell:
             )
         text = "\n".join(lines) + ("\n" + self.output if self.output else "")
         failure = getattr(self.error, "traceback_text", None)
-        if failure:  # shown as Jupyter shows an error: the stream it uses, red
+        if failure:  # an error (ERROR_MIME) in JupyterLab; elsewhere red, as Jupyter draws one
             text += "\n" + failure
-            return {"application/vnd.jupyter.stderr": text, "text/plain": text}
+            error = ErrorOutput(
+                ename=getattr(self.error, "type_name", type(self.error).__name__),
+                evalue=str(self.error),
+                traceback=text.splitlines(),
+            )
+            return {ERROR_MIME: error, "application/vnd.jupyter.stderr": text, "text/plain": text}
         return {"text/plain": text, "text/html": f"<pre>{html.escape(text)}</pre>"}
 
     def _summary(self) -> str:
