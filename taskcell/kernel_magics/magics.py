@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from taskcell.planner.auto import AutoChoice
     from taskcell.planner.probe import ProbePlan
+    from taskcell.runner.cell_task import CellSource
 
 # Dask and the runner are imported when a magic first runs, so `%load_ext taskcell` stays fast.
 
@@ -120,7 +121,7 @@ class TaskMagics(Magics):
         from taskcell import config
         from taskcell.cluster import connect
         from taskcell.planner.auto import note_run
-        from taskcell.runner.cell_task import CellSource, Display, print_stream
+        from taskcell.runner.cell_task import Display, print_stream
         from taskcell.runner.execution import run_cell_task
 
         ns = self._ipython.user_ns
@@ -148,13 +149,7 @@ class TaskMagics(Magics):
                 status=_StatusLine(),
                 retries=parsed.retries,
             )
-        source = CellSource(
-            body=self._ipython.transform_cell(cell),
-            shown=f"%%task {line}\n{cell}",
-            filename=f"<cell In[{count}]>",
-            transform=self._ipython.transform_cell,
-            count=count,
-        )
+        source = self._source(line, cell, count)
         out = Display(
             stream=print_stream, display=self._displays, status=_StatusLine(), clear=clear_output
         )
@@ -188,6 +183,19 @@ class TaskMagics(Magics):
             return None
         expression = ast.Expression(last.value)
         return eval(shell.compile(expression, filename, "eval"), shell.user_ns)
+
+    def _source(self, line: str, cell: str, count: int) -> CellSource:
+        """The cell as a task runs it: its body after IPython's transforms, as the user wrote
+        it, and the name its traceback gives it."""
+        from taskcell.runner.cell_task import CellSource
+
+        return CellSource(
+            body=self._ipython.transform_cell(cell),
+            shown=f"%%task {line}\n{cell}",
+            filename=f"<cell In[{count}]>",
+            transform=self._ipython.transform_cell,
+            count=count,
+        )
 
     def _auto_presets(self, parsed: TaskLine, line: str, cell: str, ns: dict) -> Any:
         """``--preset auto``: the presets, with ``auto`` the request that past runs of this
@@ -237,18 +245,11 @@ class TaskMagics(Magics):
         from taskcell.cluster import connect
         from taskcell.planner.auto import from_probe
         from taskcell.planner.probe import probe
-        from taskcell.runner.cell_task import CellSource
         from taskcell.runner.execution import measure_cell
         from taskcell.spec import Resources
 
         count = _cell_number(self._ipython)
-        source = CellSource(
-            body=self._ipython.transform_cell(cell),
-            shown=f"%%task {line}\n{cell}",
-            filename=f"<cell In[{count}]>",
-            transform=self._ipython.transform_cell,
-            count=count,
-        )
+        source = self._source(line, cell, count)
         asked = Resources() if isinstance(static, SpecError) else static.request
         presets = lambda: {**config.presets(), "auto": asked}  # noqa: E731
         request = build_request(parsed, presets, self.environments, ns)

@@ -11,6 +11,7 @@ but shows no picture), and what went to stderr (warnings, the SDKs' logs).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from export.sdks import sdk_python
+from processes import session
 
 from taskcell.export import ExportWarning, export_notebook
 
@@ -75,34 +77,40 @@ def runs(cluster, tmp_path_factory):
             for target in ("flyte", "latch"):
                 pythons.setdefault(target, sdk_python(target))
             folder = tmp_path_factory.mktemp(path.stem)
-            started = {
-                target: _start(path, target, pythons[target], folder, cluster.address)
-                for target in TARGETS
-            }
-            book = nbformat.read(path, as_version=4)
-            previous = os.environ.get("DASK_SCHEDULER_ADDRESS")
-            os.environ["DASK_SCHEDULER_ADDRESS"] = cluster.address  # the notebook's Client()
-            try:
-                shown = shown_text(run(without_taskcell(book), folder).cells)
-            finally:
-                if previous is None:
-                    del os.environ["DASK_SCHEDULER_ADDRESS"]
-                else:
-                    os.environ["DASK_SCHEDULER_ADDRESS"] = previous
-            finished = {}
-            for target, process in started.items():
-                stdout, stderr = process.communicate(timeout=300)
-                finished[target] = subprocess.CompletedProcess(
-                    process.args, process.returncode, stdout, stderr
-                )
+            with contextlib.ExitStack() as stack:  # each module's processes end with the run
+                started = {
+                    target: stack.enter_context(
+                        _start(path, target, pythons[target], folder, cluster.address)
+                    )
+                    for target in TARGETS
+                }
+                book = nbformat.read(path, as_version=4)
+                previous = os.environ.get("DASK_SCHEDULER_ADDRESS")
+                os.environ["DASK_SCHEDULER_ADDRESS"] = cluster.address  # the notebook's Client()
+                try:
+                    shown = shown_text(run(without_taskcell(book), folder).cells)
+                finally:
+                    if previous is None:
+                        del os.environ["DASK_SCHEDULER_ADDRESS"]
+                    else:
+                        os.environ["DASK_SCHEDULER_ADDRESS"] = previous
+                finished = {}
+                for target, process in started.items():
+                    stdout, stderr = process.communicate(timeout=300)
+                    finished[target] = subprocess.CompletedProcess(
+                        process.args, process.returncode, stdout, stderr
+                    )
             done[path] = (shown, finished)
         return done[path]
 
     return get
 
 
-def _start(path: Path, target: str, python: Path, folder: Path, address: str) -> subprocess.Popen:
-    """Export the notebook for ``target`` and start its module, as its user runs it."""
+def _start(
+    path: Path, target: str, python: Path, folder: Path, address: str
+) -> contextlib.AbstractContextManager[subprocess.Popen]:
+    """Export the notebook for ``target`` and start its module, as its user runs it, in a
+    session ended whole (:func:`processes.session`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExportWarning)
         source = export_notebook(path, target)
@@ -111,7 +119,7 @@ def _start(path: Path, target: str, python: Path, folder: Path, address: str) ->
     options = {"dask": ["--scheduler", address], "flyte": ["--local"], "latch": []}[target]
     env = {**os.environ, "PYTHONPATH": "", "LOG_LEVEL": "error", "TMPDIR": str(folder)}
     env.pop("DASK_SCHEDULER_ADDRESS", None)
-    return subprocess.Popen(
+    return session(
         [str(python), str(module), *options],
         cwd=folder,
         env=env,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from processes import run_session
 
 #: Runs an exported module's main() in a fresh interpreter, as `python workflow.py` would, and
 #: pickles the plain values it returns (once its cluster has a worker).
@@ -102,14 +102,8 @@ def run_module(
     harness.write_text(HARNESS)
     out = tmp_path / f"{path.stem}.values.pickle"
     args = [sys.executable, str(harness), str(path), str(out), *([scheduler] if scheduler else [])]
-    done = subprocess.run(
-        args,
-        env={**os.environ, **(env or {})},
-        cwd=path.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    done = run_session(
+        args, env={**os.environ, **(env or {})}, cwd=path.parent, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-3000:]
     with open(out, "rb") as f:

@@ -23,6 +23,7 @@ from pathlib import Path
 import cloudpickle
 import psutil
 import pytest
+from processes import run_session
 
 from export.sdks import sdk_python
 from taskcell.export import ExportWarning, export_notebook
@@ -74,14 +75,12 @@ def _kernel_prints(cells: tuple[str, ...], folder: Path) -> str:
 
 def _run(module: Path, target: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": "", "LOG_LEVEL": "error", "TMPDIR": str(module.parent)}
-    return subprocess.run(
+    return run_session(
         [str(sdk_python(target)), str(module), *(["--local"] if target == "flyte" else [])],
         cwd=module.parent,
         env=env,
-        capture_output=True,
         text=True,
         timeout=300,
-        check=False,
     )
 
 

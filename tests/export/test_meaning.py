@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from processes import run_session
 
 from export.sdks import sdk_python
 from taskcell.export import ExportWarning, export_notebook
@@ -213,11 +214,10 @@ def test_a_task_in_a_process_of_its_own_starts_from_the_star_imports_before_it(t
     _export(cells, target, module)
     pod.write_text(POD)
     env = {**os.environ, "PYTHONPATH": "", "LOG_LEVEL": "error", "TMPDIR": str(tmp_path)}
-    done = subprocess.run(
+    done = run_session(
         [str(sdk_python(target)), str(pod), str(module), "compute_kind"],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
         text=True,
         timeout=300,
     )

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import run_session
 
 from taskcell.export import ExportWarning, export_file
 
@@ -96,9 +96,7 @@ def test_demo_notebook(tmp_path):
 
 def test_demo_runs_as_a_script(tmp_path):
     module = export(DEMO, tmp_path / "demo.py")
-    done = subprocess.run(
-        [sys.executable, str(module)], capture_output=True, text=True, timeout=120, check=False
-    )
+    done = run_session([sys.executable, str(module)], text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == "1610 hot and 1567 cold readings, median 19.954\n"
 
@@ -128,13 +126,11 @@ def four_tasks(tmp_path_factory) -> Path:
 
 
 def met(module: Path, *args: str, env: dict[str, str] | None = None) -> int:
-    done = subprocess.run(
+    done = run_session(
         [sys.executable, str(module), *args],
         env={**os.environ, "TMPDIR": str(module.parent), **(env or {})},  # its mkdtemp()
-        capture_output=True,
         text=True,
         timeout=120,
-        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return int(re.fullmatch(r"met (\d+)\n", done.stdout).group(1))

@@ -20,6 +20,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from processes import run_session
 
 from taskcell.export import ExportWarning, export_notebook
 from taskcell.export.flow import plan_workflow
@@ -165,13 +166,11 @@ def export(nb: nbformat.NotebookNode, target: str, path: Path) -> str:
 
 def run_harness(python: Path, kind: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
     """Run ``sdk/KIND_harness.py ARGS`` with the SDK venv's ``python``, in ``folder``."""
-    done = subprocess.run(
+    done = run_session(
         [str(python), str(HARNESS / f"{kind}_harness.py"), *args],
         cwd=folder,
-        capture_output=True,
         text=True,
         timeout=300,
-        check=False,
         env={**os.environ, "PYTHONPATH": "", "TMPDIR": str(folder)},  # the SDKs leave temp dirs
     )
     assert done.returncode == 0, done.stderr[-4000:]

@@ -144,6 +144,7 @@ def test_a_value_made_in_one_cell_process_reaches_another_as_shared_memory():
 
 def test_a_dropped_value_frees_its_memory_even_where_a_cell_process_maps_it(ends):
     worker, cell = ends
+    gc.collect()  # segments an earlier test let go of close now, not during this one
     before = open_fds()
     kept = passed(cell, worker, np.ones(SHARE_MIN))
     seen = passed(worker, cell, {"big": kept})["big"]
