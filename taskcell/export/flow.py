@@ -313,10 +313,10 @@ def plan_workflow(
         (``taskcell.platform``), a notebook function using ``global``, a top-level ``await``, a
         value that cannot travel between tasks, IPython syntax a module cannot run.
     """
-    return _Planner(notebook, config.presets() if presets is None else presets, target).plan()
+    return _NotebookWalk(notebook, config.presets() if presets is None else presets, target).plan()
 
 
-class _Planner:
+class _NotebookWalk:
     """Walks the cells in order, keeping what the driver holds under each name.
 
     A cell's syntax tree lives only while its cell is read: a first pass finds the imports and

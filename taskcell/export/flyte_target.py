@@ -202,7 +202,7 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
     notes: list[str] = []
     namer = workflow.namer(t.function for t in workflow.tasks)
     imports = ImportBlock(workflow, namer)
-    writer = _Writer(workflow, imports, namer)
+    writer = _FlyteWriter(workflow, imports, namer)
     env_lines, env_of = _environments(workflow, writer.flyte, namer, notes)
     functions = [writer.task(step, env_of[step.function]) for step in workflow.tasks]
     driver_env = env_lines[-1].partition(" = ")[0]
@@ -269,7 +269,7 @@ def _environments(
     return lines, env_of
 
 
-class _Writer:
+class _FlyteWriter:
     """Spells the tasks and the driver, with their Flyte types and the helpers they call."""
 
     def __init__(self, workflow: Workflow, imports: ImportBlock, namer: Namer) -> None:

@@ -196,10 +196,10 @@ def plan_latch(workflow: Workflow, namer: Namer) -> LatchPlan:
         A notebook function reads a notebook value that is not a literal, or is defined twice;
         the message names the cell.
     """
-    return _Planner(workflow, namer).plan()
+    return _LatchTypes(workflow, namer).plan()
 
 
-class _Planner:
+class _LatchTypes:
     """Walks the steps in order, keeping the type each bound name travels with."""
 
     def __init__(self, workflow: Workflow, namer: Namer) -> None:

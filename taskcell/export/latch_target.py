@@ -222,7 +222,7 @@ def _resource_function(
     return name, source
 
 
-class _Writer:
+class _LatchWriter:
     """Spells types, helpers and tasks, importing what each needs once."""
 
     def __init__(self, workflow: Workflow, namer: Namer) -> None:
@@ -330,7 +330,7 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
     """The ``latch`` target's module source (unformatted), and notes on what it left out."""
     notes: list[str] = []
     namer = workflow.namer(t.function for t in workflow.tasks)
-    writer = _Writer(workflow, namer)
+    writer = _LatchWriter(workflow, namer)
     plan = plan_latch(workflow, namer)
     dynamic = {f for task in plan.tasks if task.step for f in task.step.request.dynamic}
     units: dict[str, str] = {}
@@ -372,7 +372,7 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
     return module_source(parts), notes
 
 
-def _workflow(plan: LatchPlan, writer: _Writer, namer: Namer, workflow: Workflow) -> list[str]:
+def _workflow(plan: LatchPlan, writer: _LatchWriter, namer: Namer, workflow: Workflow) -> list[str]:
     """The ``@workflow`` (with its Results type) and the lines that run it on this machine."""
     main = namer.fresh("main", "workflow")
     decorator = writer.imports.name("latch", "workflow")
