@@ -64,8 +64,8 @@ from taskcell.export.cell_code import (
 )
 from taskcell.export.codegen import Namer
 from taskcell.export.hoisting import CellImports, Hoisting, future_imports, statement_hoisted
+from taskcell.export.ipython_syntax import Helpers
 from taskcell.export.latch_types import ANY, FRAME_MAKERS, IMMUTABLE, Type, cell_types
-from taskcell.export.magics import Helpers
 from taskcell.export.notebook import Cell, EnvironmentDef, ExportError, Notebook, problems_error
 from taskcell.export.requests import TaskRequest, dynamic_fields, expression, resolve_request
 from taskcell.runner.analysis import CellAnalysis
@@ -223,7 +223,8 @@ class Workflow:
         Every cell, in order.
     helpers
         The names of the helpers the module's code calls
-        (:data:`taskcell.export.magics.HELPER_SOURCES` and :mod:`taskcell.export.standalone`).
+        (:data:`taskcell.export.ipython_syntax.HELPER_SOURCES` and
+        :mod:`taskcell.export.standalone`).
     notes
         What was left out, one sentence each naming the cell.
     names

@@ -7,7 +7,7 @@ stacked at the top of a cell keep their body: ``%%time`` and ``%%task`` in eithe
 ``%%html``...) as the Python that does the same.
 
 IPython syntax inside a cell is read with IPython's own transformer, then translated by
-:mod:`taskcell.export.magics`: ``%time`` keeps its statement, ``!cmd`` runs the shell,
+:mod:`taskcell.export.ipython_syntax`: ``%time`` keeps its statement, ``!cmd`` runs the shell,
 ``%env`` sets ``os.environ``, the notebook's set-up (``%load_ext``, ``%matplotlib``) is left as
 a comment; ``%task_env NAME ...`` defines an environment. What a module cannot run (``%run``,
 ``%store``, ``get_ipython()`` used otherwise) is a problem of the cell: export refuses the
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from taskcell.errors import ExportError, SpecError
-from taskcell.export import magics
-from taskcell.export.magics import Helpers, Refused, Translation
+from taskcell.export import ipython_syntax
+from taskcell.export.ipython_syntax import Helpers, Refused, Translation
 from taskcell.runner.analysis import CellAnalysis, analyze_cell, ipython_call, is_get_ipython
 from taskcell.runner.task_line import TaskLine, build_request, parse_task_line
 from taskcell.spec import Environment, Resources
@@ -94,7 +94,7 @@ class Cell:
     problems
         Why the cell cannot be exported, one sentence each naming the cell.
     roles
-        The helpers its translated IPython syntax calls (:data:`magics.HELPER_SOURCES`).
+        The helpers its translated IPython syntax calls (:data:`ipython_syntax.HELPER_SOURCES`).
     """
 
     number: int
@@ -266,13 +266,13 @@ class _Reader:
         while lines and lines[0].startswith("%%") and not _HELP.match(lines[0]):
             name, _, line = lines.pop(0)[2:].partition(" ")
             stack.append((name, line))
-            if name != "task" and name not in magics.PYTHON_BODIES:
+            if name != "task" and name not in ipython_syntax.PYTHON_BODIES:
                 break  # the rest is the magic's text
         body = "\n".join(lines) + "\n"
         task = self._task_line([line for name, line in stack if name == "task"])
         wrappers = [(name, line) for name, line in stack if name != "task"]
-        if not wrappers or wrappers[-1][0] in magics.PYTHON_BODIES:  # a Python body
-            body = magics.automagic(body, bound) or body
+        if not wrappers or wrappers[-1][0] in ipython_syntax.PYTHON_BODIES:  # a Python body
+            body = ipython_syntax.automagic(body, bound) or body
         plain = self._plain(body) if not wrappers else None
         if plain is not None:  # plain Python: analysed once, read no further
             return self._cell(body, plain, task)
@@ -325,19 +325,21 @@ class _Reader:
     def _body(self, body: str, wrappers: list[tuple[str, str]]) -> str:
         """The cell's Python: its body translated, inside the Python of its cell magics."""
         last = wrappers[-1] if wrappers else None
-        text_magic = last if last is not None and last[0] not in magics.PYTHON_BODIES else None
+        text_magic = (
+            last if last is not None and last[0] not in ipython_syntax.PYTHON_BODIES else None
+        )
         try:
             if text_magic is not None:
-                made = magics.cell_magic(*text_magic, body, self.helpers)
+                made = ipython_syntax.cell_magic(*text_magic, body, self.helpers)
                 self.roles += made.roles
                 code = made.code + "\n"
                 wrappers = wrappers[:-1]
             else:
                 code = self._python(body)
             for name, line in reversed(wrappers):
-                made = magics.cell_magic(name, line, "", self.helpers)
+                made = ipython_syntax.cell_magic(name, line, "", self.helpers)
                 self.roles += made.roles
-                code = magics.wrap(made.code, code)
+                code = ipython_syntax.wrap(made.code, code)
         except Refused as e:
             self.problems.append(f"{self.label}: {e}")
             return "pass\n"
@@ -433,23 +435,24 @@ class _Reader:
             self._environment(line)
             return None
         if kind == "run_line_magic" and (
-            name in magics.TASKCELL_OWN
+            name in ipython_syntax.TASKCELL_OWN
             or (name in ("load_ext", "reload_ext") and line.strip() == "taskcell")
         ):
             return None
         if kind == "run_line_magic":
-            return magics.line_magic(name, line, target, self.helpers)
+            return ipython_syntax.line_magic(name, line, target, self.helpers)
         if kind in ("system", "getoutput"):
             if kind == "system" and target is not None:
                 raise Refused(f"{target} = get_ipython().system(...) binds None; use x = !cmd")
-            return magics.shell_escape(name, target if kind == "getoutput" else None, self.helpers)
+            getoutput = target if kind == "getoutput" else None
+            return ipython_syntax.shell_escape(name, getoutput, self.helpers)
         # run_cell_magic written out by hand: IPython's transformer makes it only from a
         # cell's first line, which the magic stack has taken.
-        if name in magics.PYTHON_BODIES:
+        if name in ipython_syntax.PYTHON_BODIES:
             raise Refused(
                 f"get_ipython().run_cell_magic({name!r}, ...): write the cell as %%{name}"
             )
-        return magics.cell_magic(name, line, args[2] if len(args) > 2 else "", self.helpers)
+        return ipython_syntax.cell_magic(name, line, args[2] if len(args) > 2 else "", self.helpers)
 
     def _environment(self, text: str) -> None:
         """``%task_env NAME OPTIONS`` as the magic reads it; a bare ``%task_env`` lists."""

@@ -8,7 +8,7 @@ from taskcell.export import standalone
 from taskcell.export.carriers import carriers_source, inplace_source, local_dask
 from taskcell.export.codegen import CellsCode, Namer, comment, indent, parses
 from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
-from taskcell.export.magics import HELPER_SOURCES
+from taskcell.export.ipython_syntax import HELPER_SOURCES
 
 __all__ = ["ImportBlock", "driver_body", "driver_globals", "function", "global_lines", "helpers"]
 
