@@ -31,8 +31,9 @@ export function measureExpression(name: string): string {
  * Loaded in the same run as the choice, the embedded cluster is never started early meanwhile.
  */
 export function attachCode(address: string): string {
-  // The address is a magic's argument: a space or a line break would run something else.
-  if (!/^[a-z][a-z0-9+.-]*:\/\/\S+$/i.test(address)) {
+  // The address is a magic's argument, which IPython expands (`{expr}`, `$name`) and splits
+  // into lines (`\x85` too): only the characters of a URL's host, port and path may pass.
+  if (!/^[a-z][a-z0-9+.-]*:\/\/[A-Za-z0-9._~:/@%[\]-]+$/i.test(address)) {
     throw new Error(`not a scheduler address: ${JSON.stringify(address)}`);
   }
   return `%load_ext taskcell\n%task_cluster ${address}`;

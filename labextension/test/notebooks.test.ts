@@ -70,5 +70,17 @@ describe('attaching a notebook to a cluster', () => {
       'not a scheduler address'
     );
     expect(() => attachCode('h:1')).toThrow('not a scheduler address');
+    // What IPython would expand, or split into lines, in a magic's argument.
+    for (const bad of [
+      "tcp://{__import__('os').system('id')}:1",
+      'tcp://$HOME:1',
+      'tcp://h:1\x85import os',
+      'tcp://h:1 x'
+    ]) {
+      expect(() => attachCode(bad)).toThrow('not a scheduler address');
+    }
+    expect(attachCode('tcp://[::1]:8786')).toBe(
+      '%load_ext taskcell\n%task_cluster tcp://[::1]:8786'
+    );
   });
 });
