@@ -84,14 +84,16 @@ def _worker_answers(client: Client, worker: str, since: float) -> float:
     when a look ends: a worker busy sending results answers late, and is not silent while it
     does (as :func:`~taskcell.cluster.connect.live_workers` asks the scheduler)."""
     key = (client.id, worker)
+    asked: concurrent.futures.Future | None = None
     with _lock:
-        asked = _asking.get(key)
-        if asked is None or asked.done():
+        if key not in _asking or _asking[key].done():
             loop = getattr(client.loop, "asyncio_loop")  # noqa: B009 (tornado's IOLoop, untyped)
-            asked = asyncio.run_coroutine_threadsafe(client.rpc(worker).identity(), loop)
-            asked.add_done_callback(lambda done: _answered(key, done))
-            _asking[key] = asked
+            asked = _asking[key] = asyncio.run_coroutine_threadsafe(
+                client.rpc(worker).identity(), loop
+            )
         since = max(since, _answers.get(key, since))
+    if asked is not None:  # outside the lock: an answer already in runs the callback at once
+        asked.add_done_callback(lambda done: _answered(key, done))
     quiet, limit = time.monotonic() - since, config.seconds("scheduler-timeout")
     if quiet > limit:
         raise ClusterError(
