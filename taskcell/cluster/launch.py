@@ -312,6 +312,8 @@ class GatewayWorker(ProcessInterface):
             client = await self._client()
             try:
                 async with self._lock():
+                    if self._closing.is_set():  # closed while connecting: scale nothing
+                        return
                     before = await self._listed(client)
                     await self._scale(gateway, client, +1)
                     self._scaled = True
@@ -325,8 +327,12 @@ class GatewayWorker(ProcessInterface):
                         return
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._closing.wait(), GATEWAY_POLL)
-            finally:
+            except BaseException:
                 await client.close()
+                with contextlib.suppress(Exception):  # the start's own error is the one to tell
+                    await self.close()  # a failed start leaves the cluster as it found it
+                raise
+            await client.close()
 
     async def close(self) -> None:
         """Retire this worker through the scheduler where it still runs, and scale the
