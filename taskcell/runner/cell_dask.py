@@ -25,6 +25,7 @@ from taskcell.runner.analysis import CellAnalysis
 _client: Any = None
 #: The environment variable that gives a cell process its worker's TLS credentials (JSON).
 CELL_TLS = "TASKCELL_WORKER_TLS"
+_credentials: str | None = None
 
 
 def client(on_first_graph: Callable[[], None]) -> Any:
@@ -39,14 +40,20 @@ def client(on_first_graph: Callable[[], None]) -> Any:
     return _client
 
 
+def take_credentials() -> None:
+    """Move the worker's TLS credentials (:data:`CELL_TLS`) out of this process's environment,
+    where a cell's subprocesses, ``!env`` and ``%env`` would see them, into this module."""
+    global _credentials
+    _credentials = os.environ.pop(CELL_TLS, None)
+
+
 def _security() -> Any:
-    """The worker's TLS credentials (:data:`CELL_TLS`), or None: Dask's config decides."""
-    given = os.environ.get(CELL_TLS)
-    if not given:
+    """The worker's TLS credentials, or None: Dask's config decides."""
+    if not _credentials:
         return None
     from distributed import Security
 
-    return Security(**json.loads(given))
+    return Security(**json.loads(_credentials))
 
 
 def _cell_client_class() -> type:

@@ -461,6 +461,7 @@ def _closed(value: Any) -> bool:
 
 
 def main() -> None:
+    cell_dask.take_credentials()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.default_int_handler)

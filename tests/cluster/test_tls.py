@@ -260,6 +260,10 @@ def test_a_kernel_with_encryption_required_runs_task_cells_over_tls():
         )
         assert out.status == "ok", out.error_text
         assert kernel.value("total") == 10.0
+        # ... which its own subprocesses, !env and %env do not see
+        out = kernel.run("%%task --cpu 1\nimport os\nleft = sorted(os.environ)", timeout=180)
+        assert out.status == "ok", out.error_text
+        assert "TASKCELL_WORKER_TLS" not in kernel.value("left")
     finally:
         kernel.stop()
 
