@@ -8,6 +8,7 @@ notebook's ``Out[]``: the module shows it where the cell runs, as IPython writes
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Callable, Iterable, Sequence
 
 
@@ -62,12 +63,43 @@ def function_scope_edits(
     return _spliced(code, replaced)
 
 
-def star_imports(tree: ast.Module) -> list[str]:
-    """The cell's star imports (``from m import *``), in order."""
-    return [ast.unparse(node) for node in _stars(tree)]
+def star_imports(tree: ast.Module, star: Callable[[str], str]) -> list[str]:
+    """The cell's top-level statements that star-import (``from m import *``), in order, as a
+    task in a process of its own replays them, each star import written as ``star`` writes it:
+    a star import, or a ``try`` of imports holding one (``try: from cupy import *`` / ``except
+    ImportError: from numpy import *``), whole. One under a condition or inside other code is
+    not replayed: its names may not exist there."""
+    replayed = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and _stars(node):
+            replayed.append(star(ast.unparse(node)))
+        elif _stars(node) and _imports_only(node):
+            replayed.append(ast.unparse(_StarsAs(star).visit(copy.deepcopy(node))))
+    return replayed
 
 
-def _stars(tree: ast.Module) -> list[ast.ImportFrom]:
+class _StarsAs(ast.NodeTransformer):
+    """Each star import as the statement ``star`` writes for it."""
+
+    def __init__(self, star: Callable[[str], str]) -> None:
+        self.star = star
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.stmt:
+        if not _stars(node):
+            return node
+        return ast.parse(self.star(ast.unparse(node))).body[0]
+
+
+def _imports_only(node: ast.stmt) -> bool:
+    """Whether ``node`` is a ``try`` whose every statement imports (or passes)."""
+    return isinstance(node, ast.Try) and all(
+        isinstance(inner, ast.Import | ast.ImportFrom | ast.Pass)
+        for inner in ast.walk(node)
+        if isinstance(inner, ast.stmt) and inner is not node
+    )
+
+
+def _stars(tree: ast.AST) -> list[ast.ImportFrom]:
     return [
         node
         for node in ast.walk(tree)

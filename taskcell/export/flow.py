@@ -536,7 +536,7 @@ class _NotebookWalk:
         """The cell's star imports, which each later task runs first in a process of its own."""
         star = self._star(cell, again=False)
         if star is not None:
-            self.stars += map(star, star_imports(tree))
+            self.stars += star_imports(tree, star)
 
     def _code(self, cell: Cell, tree: ast.Module, setups: list[tuple[ast.stmt, str]]) -> str:
         """The cell's code as the module runs it: the imports that moved to the top taken out,

@@ -200,16 +200,23 @@ print(pickle.loads(pickle.dumps(value[0] if isinstance(value, tuple) else value)
 """
 
 
-@pytest.mark.parametrize("target", ["flyte", "latch"])
-def test_a_task_in_a_process_of_its_own_starts_from_the_star_imports_before_it(target, tmp_path):
-    """A remote task runs in a process where no cell before it ran: it runs the star imports
-    before its cell itself, so ``random`` is numpy's there too, not the module imported first."""
-    cells = (
-        "import random",
+@pytest.mark.parametrize(
+    "stars",
+    [
         "from numpy.random import *",
-        "%%task\nkind = type(random).__name__",
-        "print(kind)",
-    )
+        "try:\n    from no_such_module_here import *\nexcept ImportError:\n"
+        "    from numpy.random import *",
+    ],
+    ids=["star-import", "star-import-in-a-try"],
+)
+@pytest.mark.parametrize("target", ["flyte", "latch"])
+def test_a_task_in_a_process_of_its_own_starts_from_the_star_imports_before_it(
+    target, stars, tmp_path
+):
+    """A remote task runs in a process where no cell before it ran: it runs the star imports
+    before its cell itself (a ``try`` of them whole), so ``random`` is numpy's there too, not
+    the module imported first."""
+    cells = ("import random", stars, "%%task\nkind = type(random).__name__", "print(kind)")
     module, pod = tmp_path / "workflow.py", tmp_path / "pod.py"
     _export(cells, target, module)
     pod.write_text(POD)
