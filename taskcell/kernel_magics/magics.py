@@ -243,8 +243,7 @@ class TaskMagics(Magics):
         says why and that choice stands (``static``, or the SpecError that found none)."""
         from taskcell import config
         from taskcell.cluster import connect
-        from taskcell.planner.auto import from_probe
-        from taskcell.planner.probe import probe
+        from taskcell.planner.probe import probed_choice
         from taskcell.runner.execution import measure_cell
         from taskcell.spec import Resources
 
@@ -265,13 +264,10 @@ class TaskMagics(Magics):
                 status=lambda text: status(f"probe on {label}: {text}"),
             )
 
-        found = probe(plan, ns, run)
-        if not isinstance(found, str):
-            return from_probe(found.growth.peak, found.reason)
-        if isinstance(static, SpecError):
-            raise SpecError(f"{static} (--probe: {found})")
-        print(f"taskcell: --probe: {found}; auto chooses without it")
-        return static
+        choice, why_not = probed_choice(plan, static, ns, run)
+        if why_not is not None:
+            print(why_not)
+        return choice
 
     @line_magic
     def task_env(self, line: str) -> Environment | None:

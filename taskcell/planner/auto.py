@@ -121,7 +121,7 @@ def scaled_peak(
     telling = [(s, p) for s, p in runs if s > 0 and (s >= base or p - base >= base / 4)]
     sizes = [s for s, _ in telling]
     if len(telling) >= 2 and max(sizes) >= SPREAD * min(sizes):
-        slope, intercept = _line(telling)
+        slope, intercept = fit_line(telling)
         need = intercept + slope * size
         how = f"they grew {slope:.2f} bytes per input byte over {show_bytes(intercept)}"
     elif telling:
@@ -138,7 +138,7 @@ def scaled_peak(
     return max(math.ceil(need), FLOOR), how
 
 
-def _line(points: Sequence[tuple[float, float]]) -> tuple[float, int]:
+def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, int]:
     """Least squares slope (at least 0) and intercept (at least 0) of ``points``."""
     n = len(points)
     mean_x = sum(x for x, _ in points) / n

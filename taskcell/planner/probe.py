@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskcell.errors import SpecError
+from taskcell.planner.auto import AutoChoice, fit_line, from_probe
 from taskcell.planner.estimate import FLOOR
 from taskcell.runner import crossing
 from taskcell.runner.analysis import analyze_cell, dotted
@@ -257,8 +258,6 @@ def extrapolate(points: Sequence[tuple[int, int]], full: int) -> Growth:
     the input that the growth between them shows (:data:`POWERS`; 1 where it is within
     :data:`NOISE`), then the least squares line of the peaks over the input to that power,
     taken at ``full``; never under the largest probe's peak."""
-    from taskcell.planner.auto import _line
-
     points = sorted(points)
     xs = [x for x, _ in points]
     if len(points) < 2 or xs[0] == xs[-1] or full <= 0:
@@ -266,7 +265,7 @@ def extrapolate(points: Sequence[tuple[int, int]], full: int) -> Growth:
     measured = _power(points)
     power = 1 if measured is None else _snapped(measured)
     scaled = [((x / full) ** power, float(p)) for x, p in points]
-    slope, intercept = _line(scaled)
+    slope, intercept = fit_line(scaled)
     peak = max(math.ceil(intercept + slope), points[-1][1], FLOOR)
     per_byte = slope * power / full  # d(peak)/d(input) at full size
     return Growth(peak=peak, power=power, measured_power=measured, per_byte=per_byte)
@@ -350,3 +349,26 @@ def probe(
     return Probed(
         growth=growth, reason=f"probed on {shares} of {plan.names()}: {growth.describe()}"
     )
+
+
+def probed_choice(
+    plan: ProbePlan,
+    static: AutoChoice | SpecError,
+    namespace: Mapping[str, Any],
+    run: Callable[[dict[str, Any], str], int | None],
+) -> tuple[AutoChoice, str | None]:
+    """``%%task auto --probe``: the choice from the cell's peak on samples of its inputs (see
+    :func:`probe`), and None; where the probe found nothing, the choice made without it
+    (``static``) and the line that says why.
+
+    Raises
+    ------
+    SpecError
+        Where nothing was chosen without the probe either (``static``), saying both.
+    """
+    found = probe(plan, namespace, run)
+    if not isinstance(found, str):
+        return from_probe(found.growth.peak, found.reason), None
+    if isinstance(static, SpecError):
+        raise SpecError(f"{static} (--probe: {found})")
+    return static, f"taskcell: --probe: {found}; auto chooses without it"
