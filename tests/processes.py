@@ -1,5 +1,7 @@
 """Programs a test runs that may start processes of their own (an exported module's cluster,
-an SDK's local run): each runs in a session of its own, ended whole however the test ends."""
+an SDK's local run): each leads a process group of its own, killed whole however the test
+ends. (A descendant that makes a session of its own leaves the group: the program must end
+those itself, as taskcell's own do when their parent goes.)"""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from typing import Any
 
 @contextlib.contextmanager
 def session(args: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen]:
-    """``Popen(args, **popen)`` in a session of its own; on leaving, every process of that
-    session is killed (one the program left behind too), also when the test fails or
+    """``Popen(args, **popen)``, leading a process group of its own; on leaving, every process
+    of that group is killed (one the program left behind too), also when the test fails or
     pytest-timeout stops it."""
     proc = subprocess.Popen(args, start_new_session=True, **popen)
     try:
@@ -31,7 +33,7 @@ def session(args: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen]:
 def run_session(
     args: Sequence[str], *, timeout: float, input: str | bytes | None = None, **popen: Any
 ) -> subprocess.CompletedProcess:
-    """:func:`subprocess.run`, output captured, in a session ended whole (:func:`session`)."""
+    """:func:`subprocess.run`, output captured, its process group killed whole (:func:`session`)."""
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     if input is not None:
         pipes["stdin"] = subprocess.PIPE

@@ -1,7 +1,7 @@
 """How a snapshot is shown: amounts, grouping, order, the words, and what ticks with the clock.
 
 The notebook panel draws these views (checked at the end), and the Jupyter server sends the same
-ones to the JupyterLab sidebar (tests/extension/test_views.py, tests/e2e).
+ones to the JupyterLab sidebar (tests/extension/test_sidebar_view.py, tests/e2e).
 """
 
 from __future__ import annotations
