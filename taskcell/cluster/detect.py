@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from taskcell.cluster import names
+from taskcell.spec.devices import DEVICES
 
 __all__ = [
     "GpuInfo",
@@ -123,25 +124,10 @@ class WorkerShare:
 
 # --- product names ------------------------------------------------------------------------------
 
-#: NVIDIA product names -> canonical GPU names, first match wins (case-insensitive). Products
-#: seen in the wild include "Tesla T4", "NVIDIA L4", "NVIDIA L40S", "NVIDIA A10G",
-#: "Tesla V100-SXM2-16GB", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB",
-#: "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"
-#: and "NVIDIA H200". Word boundaries keep "NVIDIA L40" from reading as L4, "NVIDIA A10" as
-#: A10G, "GH200" as H200 and "V100S" as V100.
+#: NVIDIA product names -> canonical GPU names: each device's ``nvidia_smi`` pattern in
+#: ``spec/devices.yaml`` (case-insensitive, no two matching one product), with the products seen.
 _PRODUCT_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), name)
-    for pattern, name in (
-        (r"\bH200\b", "H200"),
-        (r"\bH100\b", "H100"),
-        (r"\bA100\b.*\b80\s?GB\b", "A100 80G"),
-        (r"\bA100\b", "A100"),
-        (r"\bA10G\b", "A10G"),
-        (r"\bL40S\b", "L40s"),
-        (r"\bL4\b", "L4"),
-        (r"\bT4\b", "T4"),
-        (r"\bV100\b", "V100"),
-    )
+    (device.product, name) for name, device in DEVICES.items() if device.product is not None
 )
 _VENDOR_PREFIX = re.compile(r"^(?:NVIDIA\s+|Tesla\s+)+", re.IGNORECASE)
 
@@ -157,8 +143,9 @@ def canonical_gpu_name(product: str) -> str:
     Returns
     -------
     str
-        One of ``T4``, ``L4``, ``L40s``, ``A10G``, ``V100``, ``A100``, ``A100 80G``, ``H100``,
-        ``H200``; any other product keeps its name without the ``NVIDIA``/``Tesla`` prefix.
+        The canonical name of the known GPU whose ``nvidia_smi`` pattern finds it
+        (``spec/devices.yaml``); any other product keeps its name without the
+        ``NVIDIA``/``Tesla`` prefix.
 
     Examples
     --------

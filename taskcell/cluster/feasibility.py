@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from taskcell.cluster import names
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.errors import InfeasibleError
-from taskcell.spec import Resources
+from taskcell.spec import Resources, resource_key
 from taskcell.spec.amounts import MEMORY_LIMIT, shortfall
 
 
@@ -29,7 +29,9 @@ class Shortfall:
 def shortfalls(
     request: Resources, resources: Mapping[str, float], worker: WorkerCapacity
 ) -> list[Shortfall]:
-    """What ``worker`` lacks to run a task with these Dask ``resources`` and ``request``."""
+    """What ``worker`` lacks to run a task with these Dask ``resources`` and ``request``: names
+    compared exactly, as Dask places tasks (``resources`` are spelled as workers advertise them,
+    see ``mapping``; a worker spelling one in another case cannot run it)."""
     lacking = [
         Shortfall(name, amount, worker.resources.get(name, 0.0))
         for name, amount in resources.items()
@@ -43,15 +45,12 @@ def _native_shortfalls(
 ) -> list[Shortfall]:
     """cpu and memory not reserved as abstract resources still cannot exceed the worker."""
     lacking = []
-    reserved = {name.casefold() for name in resources}
-    cpu, memory = request.cpu, request.memory
-    if cpu is not None and names.CPU.casefold() not in reserved and worker.nthreads < cpu.request:
+    reserved = {resource_key(name) for name in resources}
+    cpu = None if resource_key(names.CPU) in reserved else request.cpu
+    memory = None if resource_key(names.MEMORY) in reserved else request.memory
+    if cpu is not None and worker.nthreads < cpu.request:
         lacking.append(Shortfall("threads", float(cpu.request), worker.nthreads))
-    if (
-        memory is not None
-        and names.MEMORY.casefold() not in reserved
-        and 0 < worker.memory_limit < memory.request
-    ):
+    if memory is not None and 0 < worker.memory_limit < memory.request:
         lacking.append(Shortfall(MEMORY_LIMIT, float(memory.request), worker.memory_limit))
     return lacking
 

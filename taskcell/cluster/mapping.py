@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from taskcell.cluster import names
-from taskcell.spec import GPU, TPU, Device, Resources
+from taskcell.spec import GPU, TPU, Device, Resources, resource_key
 
 #: Request fields that fall back to Dask's native capacity when no worker advertises them.
 NATIVE = (names.CPU, names.MEMORY, names.DISK, names.SHM)
@@ -78,7 +78,7 @@ def dask_resources(request: Resources, workers: Iterable[WorkerCapacity]) -> dic
     spelling = spellings(asked, workers)
     out: dict[str, float] = {}
     for name, amount in asked.items():
-        advertised = spelling.get(name.casefold())
+        advertised = spelling.get(resource_key(name))
         if advertised is None and name in NATIVE:
             continue
         out[advertised or name] = amount
@@ -86,18 +86,18 @@ def dask_resources(request: Resources, workers: Iterable[WorkerCapacity]) -> dic
 
 
 def spellings(names: Iterable[str], workers: Iterable[WorkerCapacity]) -> dict[str, str]:
-    """Case-folded name -> the spelling to request it by, for each of ``names`` some worker
-    advertises: the name as given where a worker spells it so, else the most common spelling
-    (the first in sorted order among equals)."""
+    """``resource_key(name)`` -> the spelling to request it by, for each of ``names`` some
+    worker advertises: the name as given where a worker spells it so, else the most common
+    spelling (the first in sorted order among equals)."""
     counts: dict[str, Counter[str]] = {}
     for worker in workers:
         for name in worker.resources:
-            counts.setdefault(name.casefold(), Counter())[name] += 1
+            counts.setdefault(resource_key(name), Counter())[name] += 1
     out = {}
     for name in names:
-        found = counts.get(name.casefold())
+        found = counts.get(resource_key(name))
         if found:
-            out[name.casefold()] = (
+            out[resource_key(name)] = (
                 name if name in found else max(sorted(found), key=found.__getitem__)
             )
     return out
@@ -111,9 +111,9 @@ def aliases(
     amount under the asked spelling."""
     out: dict[str, dict[str, float]] = {}
     for worker in workers:
-        folded = {name.casefold(): name for name in worker.resources}
+        folded = {resource_key(name): name for name in worker.resources}
         for name in resources:
-            own = folded.get(name.casefold())
+            own = folded.get(resource_key(name))
             if own is not None and name not in worker.resources:
                 out.setdefault(worker.address, {})[name] = float(worker.resources[own])
     return out

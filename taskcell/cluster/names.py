@@ -1,9 +1,11 @@
 """The names of the Dask abstract resources taskcell requests and advertises.
 
-One table, used by the request mapping, by ``taskcell worker`` and by the panel. Dask matches
-resource names exactly, but environment-variable configuration lower-cases them
+One table, used by the request mapping, by ``taskcell worker`` and by the panel; the fields'
+names are the spec's (:data:`taskcell.spec.resources.DASK_NAMES`). Dask matches resource names
+exactly, but environment-variable configuration lower-cases them
 (``DASK_DISTRIBUTED__WORKER__RESOURCES__GPU=2`` advertises ``gpu``), so a request's names are
-matched to what live workers advertise without regard to case (see ``mapping``).
+matched to what live workers advertise by one rule,
+:func:`taskcell.spec.resources.resource_key` (see ``mapping``).
 
 ========================  ======================  ============================================
 request field             Dask resource           amount
@@ -23,11 +25,13 @@ extra={"process": 1}      ``process``             as given, untouched
 
 from __future__ import annotations
 
-CPU = "CPU"
-MEMORY = "MEMORY"
-DISK = "DISK"
-SHM = "SHM"
-GPU = "GPU"
+from taskcell.spec.resources import DASK_NAMES
+
+CPU = DASK_NAMES["cpu"]
+MEMORY = DASK_NAMES["memory"]
+DISK = DASK_NAMES["disk"]
+SHM = DASK_NAMES["shm"]
+GPU = DASK_NAMES["gpu"]
 
 
 def _slug(name: str) -> str:

@@ -52,7 +52,7 @@ from taskcell.cluster.detect import (
     memory_limit_option,
 )
 from taskcell.errors import SpecError
-from taskcell.spec.resources import parse_resource_pairs
+from taskcell.spec.resources import parse_resource_pairs, resource_key
 
 __all__ = [
     "WorkerCommand",
@@ -362,8 +362,7 @@ def _number(value: float) -> str:
 def _merge(detected: dict[str, float], extra: dict[str, float]) -> dict[str, float]:
     merged = dict(detected)
     for key, value in extra.items():
-        for same in [existing for existing in merged if existing.lower() == key.lower()]:
-            del merged[same]
+        merged = {k: v for k, v in merged.items() if resource_key(k) != resource_key(key)}
         merged[key] = value
     return merged
 

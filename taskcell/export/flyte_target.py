@@ -52,42 +52,21 @@ from taskcell.export.render import (
     helpers,
 )
 from taskcell.spec import GPU, TPU, Device, Resources, format_quantity
+from taskcell.spec.devices import DEVICES
 
 __all__ = ["FLYTE_ACCELERATORS", "FLYTE_MIG", "flyte_resources", "render_flyte"]
 
-_EIGHT = tuple(range(1, 9))
-#: Flyte's accelerator strings (flyte 2.12.1 ``Accelerators``): device -> the counts it takes.
-#: Names are Flyte's; a request outside this table is written ``flyte.GPU(...)`` or
-#: ``flyte.Device(...)`` instead.
+#: Flyte's accelerator strings (flyte 2.12.1 ``Accelerators``): device -> the counts it takes,
+#: from ``spec/devices.yaml``. Names are Flyte's; a request outside this table is written
+#: ``flyte.GPU(...)``, ``flyte.TPU(...)`` or ``flyte.Device(...)`` instead.
 FLYTE_ACCELERATORS: dict[str, tuple[int, ...]] = {
-    "A2": (1,),
-    **dict.fromkeys(("A10", "A10G", "A100", "A100_80G", "B200", "H100", "H200"), _EIGHT),
-    **dict.fromkeys(("L4", "L40s", "V100", "T4"), _EIGHT),
-    "RTX_PRO_4500": (1,),
-    "RTX_PRO_6000": (1, 2),
-    "GB10": (1,),
-    **dict.fromkeys(("T4 shared", "L4 shared", "A10G shared", "A10 shared", "L40S shared"), (1,)),
-    **dict.fromkeys(("Trn1", "Trn1n", "Trn2", "Trn2u"), (1, 4, 8, 16)),
-    "Inf1": tuple(range(1, 17)),
-    "Inf2": tuple(range(1, 13)),
-    **dict.fromkeys(
-        ("MI100", "MI210", "MI250", "MI250X", "MI300A", "MI300X", "MI325X", "MI350X", "MI355X"),
-        (1,),
-    ),
-    "Gaudi1": (1,),
-    "AppleSilicon": (1,),
+    device.flyte_name: device.flyte_counts for device in DEVICES.values() if device.flyte_counts
 }
 #: taskcell's spellings that Flyte writes otherwise (it still accepts ``"A100 80G"``, warning).
-FLYTE_NAMES = {"A100 80G": "A100_80G"}
+FLYTE_NAMES = {name: d.flyte_name for name, d in DEVICES.items() if d.flyte_name != name}
 #: The MIG partitions Flyte accepts per GPU (flyte 2.12.1 ``A100Parts`` and siblings), keyed by
 #: taskcell's name.
-FLYTE_MIG = {
-    "A100": ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-    "A100 80G": ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "H100": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "H200": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-    "RTX_PRO_6000": ("1g.24gb", "2g.48gb", "4g.96gb"),
-}
+FLYTE_MIG = {name: device.flyte_mig for name, device in DEVICES.items() if device.flyte_mig}
 #: The most GPUs of a type ``flyte.GPU`` takes (its ``GPUQuantity``).
 FLYTE_MAX_GPUS = 8
 

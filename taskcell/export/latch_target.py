@@ -16,9 +16,10 @@ refused. A code cell's task is a ``@small_task``.
 
 ``custom_task`` has no GPUs: a GPU request runs on the smallest GPU preset that holds it
 (untyped or A10G GPUs on ``small_gpu_task`` / ``large_gpu_task``, V100s on ``v100_x*_task``,
-L40s on ``g6e_*_task``), with a warning when it holds more GPUs than asked. Other GPU types,
-MIG slices, TPUs and other devices cannot be expressed and are refused with an error naming
-the cell. Shared memory and Dask abstract resources are left out with a warning.
+L40s on ``g6e_*_task``: the ``latch`` lists of ``spec/devices.yaml``), with a warning when it
+holds more GPUs than asked. Other GPU types, MIG slices, TPUs and other devices cannot be
+expressed and are refused with an error naming the cell. Shared memory and Dask abstract
+resources are left out with a warning.
 
 The notebook's Dask ``Client(...)``/``LocalCluster(...)`` is, in each task that uses it (every cell
 is a task), a real client on a cluster of the task's own
@@ -46,33 +47,43 @@ from taskcell.export.latch_types import ANY, Type, has_path, path_shape
 from taskcell.export.notebook import ExportError
 from taskcell.export.render import ImportBlock, function, helpers
 from taskcell.spec import BUILTIN_PRESETS, GPU, LATCH, Expression, Resources, check_limits
+from taskcell.spec.devices import DEVICES
 
 __all__ = ["latch_decorator", "render_latch"]
 
 _GIB = 1024**3
-#: Latch's GPU presets, smallest first, and the GPU type each holds (None: A10G-class, untyped).
-_GPU_PRESETS = (
-    "small_gpu_task",
-    "large_gpu_task",
-    "v100_x1_task",
-    "v100_x4_task",
-    "v100_x8_task",
-    "g6e_xlarge_task",
-    "g6e_2xlarge_task",
-    "g6e_4xlarge_task",
-    "g6e_8xlarge_task",
-    "g6e_12xlarge_task",
-    "g6e_16xlarge_task",
-    "g6e_24xlarge_task",
-)
 _DEFAULT = BUILTIN_PRESETS["small_task"]
 
 
-def _fits(preset: Resources, request: Resources) -> bool:
+def _preset_gpus() -> dict[str, str]:
+    """Latch's GPU presets, smallest first (the catalogue's order), and the GPU type each holds:
+    the device whose ``latch`` list in ``spec/devices.yaml`` names it."""
+    holds = {preset: name for name, device in DEVICES.items() for preset in device.latch}
+    return {preset: holds[preset] for preset in BUILTIN_PRESETS if preset in holds}
+
+
+_GPU_PRESETS = _preset_gpus()
+
+
+def _offered() -> str:
+    """Latch's GPU types and the presets offering each, for messages:
+    ``"A10G (small_gpu_task to large_gpu_task), V100 (v100_x1_task to v100_x8_task), ..."``."""
+    by_type: dict[str, list[str]] = {}
+    for preset, device in _GPU_PRESETS.items():
+        by_type.setdefault(device, []).append(preset)
+    return ", ".join(
+        f"{device} ({' to '.join(dict.fromkeys([presets[0], presets[-1]]))})"
+        for device, presets in by_type.items()
+    )
+
+
+def _fits(name: str, request: Resources) -> bool:
+    """Whether Latch's GPU preset ``name`` holds ``request``: GPU type and count, cores, memory."""
+    preset = BUILTIN_PRESETS[name]
     gpu, have = request.gpu, preset.gpu
     if not isinstance(gpu, GPU) or not isinstance(have, GPU) or gpu.quantity > have.quantity:
         return False
-    if gpu.device is not None and gpu.device != (have.device or "A10G"):
+    if gpu.device is not None and gpu.device != _GPU_PRESETS[name]:
         return False
     for field in ("cpu", "memory"):
         asked, offered = getattr(request, field), getattr(preset, field)
@@ -85,19 +96,16 @@ def _gpu_preset(request: Resources, label: str, notes: list[str]) -> str:
     gpu = request.gpu
     if not isinstance(gpu, GPU) or gpu.partition is not None:
         raise ExportError(
-            f"{label}: Latch cannot express gpu={request.to_dict()['gpu']!r}: its tasks offer "
-            f"whole A10G-class, V100 or L40s GPUs through presets, no MIG slices, TPUs or "
-            f"other devices"
+            f"{label}: Latch cannot express gpu={request.to_dict()['gpu']!r}: its GPU presets "
+            f"offer whole {_offered()} GPUs, no MIG slices, TPUs or other devices"
         )
-    if gpu.device not in (None, "A10G", "V100", "L40s"):
+    if gpu.device is not None and gpu.device not in _GPU_PRESETS.values():
         raise ExportError(
-            f"{label}: Latch has no {gpu.device} GPUs; its GPU presets offer A10G-class "
-            f"(small_gpu_task, large_gpu_task), V100 (v100_x1/x4/x8_task) and L40s "
-            f"(g6e_*_task) GPUs"
+            f"{label}: Latch has no {gpu.device} GPUs; its GPU presets offer {_offered()} GPUs"
         )
     for name in _GPU_PRESETS:
         preset = BUILTIN_PRESETS[name]
-        if _fits(preset, request):
+        if _fits(name, request):
             if isinstance(preset.gpu, GPU) and preset.gpu.quantity != gpu.quantity:
                 notes.append(
                     f"{label}: asks for {request!r}; Latch's smallest GPU preset that holds it "

@@ -71,6 +71,7 @@ from taskcell.planner.schema import (
 )
 from taskcell.spec.amounts import show_amount as _show_amount
 from taskcell.spec.amounts import show_bytes
+from taskcell.spec.resources import meets
 
 #: An amount's words, remembered: a cluster's workers repeat the same few amounts, bar by bar.
 show_amount = functools.lru_cache(maxsize=4096)(_show_amount)
@@ -415,12 +416,6 @@ def bar_view(use: ResourceUse) -> BarView:
     )
 
 
-def _covers(shape: dict[str, float], request: dict[str, float]) -> bool:
-    """Whether a worker advertising ``shape`` meets ``request`` (names without regard to case)."""
-    has = {name.lower(): amount for name, amount in shape.items()}
-    return all(has.get(name.lower(), 0.0) >= amount for name, amount in request.items())
-
-
 def pool_waited_for(task: TaskInfo, pools: Sequence[PoolInfo]) -> Wait | None:
     """What a task no live worker can run waits for, when a listed pool's worker will run it:
     a worker of that pool starting, or tasks claimed for it. None otherwise. Decided from the
@@ -430,7 +425,7 @@ def pool_waited_for(task: TaskInfo, pools: Sequence[PoolInfo]) -> Wait | None:
         return None
     for pool in pools:
         starting = [w for w in pool["workers"] if w["state"] == "starting"]
-        if (starting or pool["waiting"]) and _covers(pool["resources"], task["request"]):
+        if (starting or pool["waiting"]) and meets(pool["resources"], task["request"]):
             started = next((w["started"] for w in starting if w["started"]), "")
             return wait("pool-starting", pool=pool["name"], where=started or None)
     return None

@@ -26,7 +26,7 @@ from taskcell.runner.crossing import Returned, Sealed
 from taskcell.runner.job import CellJob
 from taskcell.runner.processes import CellProcess, CellProcesses, MemoryWatch, worker_devices
 from taskcell.runner.wire import into_segments
-from taskcell.spec import Resources
+from taskcell.spec import Resources, resource_key
 from taskcell.spec.amounts import show_bytes
 
 #: Memory a rung must have over a peak to hold it: the planner's headroom
@@ -43,10 +43,8 @@ def _pool(worker: Any = None) -> CellProcesses:
         if _processes is None:
             worker = worker or get_worker()
             # max: a worker may advertise both spellings of one GPU (cluster.spellings)
-            gpus = max(
-                (v for k, v in worker.state.total_resources.items() if k.casefold() == "gpu"),
-                default=0,
-            )
+            gpu, total = resource_key("GPU"), worker.state.total_resources
+            gpus = max((v for k, v in total.items() if resource_key(k) == gpu), default=0)
             _processes = CellProcesses(
                 worker_devices(gpus), _worker_environ(worker), max_idle=worker.state.nthreads
             )
@@ -142,7 +140,7 @@ def cell_limit(worker: Any, job: CellJob) -> int | None:
         return job.memory_limit
     task = worker.state.tasks.get(job.key)
     restrictions = getattr(task, "resource_restrictions", None) or {}
-    found = [v for k, v in restrictions.items() if k.casefold() == "memory"]
+    found = [v for k, v in restrictions.items() if resource_key(k) == resource_key("MEMORY")]
     return int(found[0]) if found else None
 
 

@@ -38,7 +38,14 @@ from taskcell.spec.presets import (
 )
 from taskcell.spec.quantity import format_quantity, parse_quantity
 from taskcell.spec.ranges import Range
-from taskcell.spec.resources import FIELDS, RANGED_FIELDS, REQUEST_FIELDS, Resources
+from taskcell.spec.resources import (
+    FIELDS,
+    RANGED_FIELDS,
+    REQUEST_FIELDS,
+    Resources,
+    meets,
+    resource_key,
+)
 from taskcell.spec.retries import MAX_RETRIES, parse_retries
 
 __all__ = [
@@ -79,9 +86,11 @@ __all__ = [
     "get_preset",
     "latch_custom",
     "load_user_presets",
+    "meets",
     "parse_cpu",
     "parse_gpu",
     "parse_quantity",
     "parse_retries",
     "presets_frame",
+    "resource_key",
 ]

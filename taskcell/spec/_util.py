@@ -15,6 +15,10 @@ import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
+from importlib import resources as package_files
+from typing import Any
+
+import yaml
 
 from taskcell.errors import SpecError
 
@@ -180,3 +184,9 @@ def did_you_mean(
         return ""
     choice = folded[close[0]]
     return f'; did you mean "{(spelling or {}).get(choice, choice)}"?'
+
+
+def package_yaml(name: str) -> Any:
+    """The data of a YAML file shipped beside these modules (``devices.yaml``), read safely."""
+    text = package_files.files("taskcell.spec").joinpath(name).read_text("utf-8")
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C: ~10x faster

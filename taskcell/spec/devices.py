@@ -8,7 +8,8 @@ Three frozen records, spelled as in Flyte 2 (flyte 2.12.1, ``flyte/_resources.py
 ``"TPU"`` naming a known GPU or TPU (or of class ``"GPU"`` naming none) is read as the
 :class:`GPU` or :class:`TPU` it asks for, so ``Device(1, "GPU", "A100")`` equals ``GPU("A100")``.
 
-Known names (:data:`ACCELERATORS`) are every accelerator Flyte accepts, in Flyte's spelling,
+Known names (:data:`ACCELERATORS`, read with every other fact of a device from
+``devices.yaml`` into :data:`DEVICES`) are every accelerator Flyte accepts, in Flyte's spelling,
 except that taskcell writes Flyte's ``A100_80G`` as the seed's ``A100 80G`` (Flyte still accepts
 that spelling). They are matched without regard to case, spaces, hyphens and underscores, a
 trailing ``B`` on a memory size and an ``NVIDIA``/``Tesla``/``TPU`` prefix (``"a100-80gb"``,
@@ -40,10 +41,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from taskcell.errors import SpecError
-from taskcell.spec._util import DECIMAL, did_you_mean, non_ascii_digits, shown
+from taskcell.spec._util import DECIMAL, did_you_mean, non_ascii_digits, package_yaml, shown
 
 DeviceClass = Literal["GPU", "TPU", "NEURON", "AMD_GPU", "HABANA_GAUDI", "APPLE_SILICON"]
 """Flyte's device classes: what kind of accelerator a :class:`Device` is.
@@ -64,82 +65,101 @@ DEVICE_CLASSES: tuple[DeviceClass, ...] = (
     "APPLE_SILICON",
 )
 
-KNOWN_GPUS: tuple[str, ...] = (
-    "T4",
-    "L4",
-    "L40s",
-    "A10G",
-    "V100",
-    "A100",
-    "A100 80G",
-    "H100",
-    "H200",
-    "A2",
-    "A10",
-    "B200",
-    "GB10",
-    "RTX_PRO_4500",
-    "RTX_PRO_6000",
-    "T4 shared",
-    "L4 shared",
-    "A10G shared",
-    "A10 shared",
-    "L40S shared",
+_KEYS_OF = {
+    "entry": frozenset({"class", "aliases", "mig", "topologies", "nvidia_smi", "flyte", "latch"}),
+    "nvidia_smi": frozenset({"pattern", "products"}),
+    "flyte": frozenset({"name", "counts", "mig"}),
+}
+_SCHEMA = (
+    "an entry has class, flyte (name, counts, mig) and latch, and may have aliases, mig, "
+    "topologies and nvidia_smi (pattern, products)"
 )
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """One accelerator as ``devices.yaml`` describes it: the one place a device's facts live."""
+
+    name: str
+    device_class: DeviceClass
+    aliases: tuple[str, ...]
+    mig: tuple[str, ...]
+    """The MIG profiles a GPU supports (none: not a MIG GPU)."""
+    topologies: tuple[str, ...]
+    """The slice topologies a TPU offers."""
+    product: re.Pattern[str] | None
+    """Finds this GPU in the product name the driver reports (``nvidia-smi``, NVML)."""
+    products: tuple[str, ...]
+    """Product names seen in the wild, each found by :attr:`product`."""
+    flyte_name: str
+    flyte_counts: tuple[int, ...]
+    """The counts Flyte's accelerator string (``"A100:2"``) takes; none for a TPU."""
+    flyte_mig: tuple[str, ...]
+    """The MIG partitions Flyte lists for this GPU."""
+    latch: tuple[str, ...]
+    """The Latch presets that offer this device, smallest first; empty where Latch has none."""
+
+
+def _strings(entry: Mapping[str, object], key: str, name: str) -> tuple[str, ...]:
+    """A list of strings in an entry of ``devices.yaml``, checked."""
+    value = entry.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"devices.yaml: {name}.{key} must be a list of strings, got {shown(value)}")
+    return tuple(value)
+
+
+def _facts(name: str, entry: dict[str, Any]) -> DeviceFacts:
+    """One entry of ``devices.yaml`` read; unknown keys or class fail at import, naming them."""
+    smi, flyte = entry.get("nvidia_smi", {}), entry.get("flyte", {})
+    given = {"entry": set(entry), "nvidia_smi": set(smi), "flyte": set(flyte)}
+    odd = sorted(key for part, keys in given.items() for key in keys - _KEYS_OF[part])
+    if odd or not {"class", "flyte", "latch"} <= given["entry"] or "name" not in flyte:
+        raise SpecError(f"devices.yaml: {name} has keys {sorted(entry)}, unknown {odd}; {_SCHEMA}")
+    if entry["class"] not in DEVICE_CLASSES:
+        raise SpecError(
+            f"devices.yaml: {name}'s class {shown(entry['class'])} is not one of "
+            f"{', '.join(DEVICE_CLASSES)}"
+        )
+    pattern = smi.get("pattern")
+    return DeviceFacts(
+        name=name,
+        device_class=entry["class"],
+        aliases=_strings(entry, "aliases", name),
+        mig=_strings(entry, "mig", name),
+        topologies=_strings(entry, "topologies", name),
+        product=None if pattern is None else re.compile(pattern, re.IGNORECASE),
+        products=_strings(smi, "products", name),
+        flyte_name=flyte["name"],
+        flyte_counts=tuple(int(n) for n in flyte.get("counts", [])),
+        flyte_mig=_strings(flyte, "mig", name),
+        latch=_strings(entry, "latch", name),
+    )
+
+
+DEVICES: Mapping[str, DeviceFacts] = MappingProxyType(
+    {name: _facts(name, entry) for name, entry in package_yaml("devices.yaml").items()}
+)
+"""Every accelerator taskcell knows by name (canonical spelling), read once from
+``devices.yaml``: the one table the spec, machine detection and the export targets read."""
+
+KNOWN_GPUS: tuple[str, ...] = tuple(n for n, d in DEVICES.items() if d.device_class == "GPU")
 """Canonical spellings of the GPUs taskcell knows by name (Flyte's ``GPUType``)."""
 
 SHARED_GPUS = frozenset(name for name in KNOWN_GPUS if name.endswith(" shared"))
 """Time-sliced (or MPS) shares of one GPU, Flyte's ``SharedGPUType``: they take no partition."""
 
-_OTHER_DEVICES: dict[str, DeviceClass] = {
-    **dict.fromkeys(("Inf1", "Inf2", "Trn1", "Trn1n", "Trn2", "Trn2u"), "NEURON"),
-    **dict.fromkeys(
-        ("MI100", "MI210", "MI250", "MI250X", "MI300A", "MI300X", "MI325X", "MI350X", "MI355X"),
-        "AMD_GPU",
-    ),
-    "Gaudi1": "HABANA_GAUDI",
-    "AppleSilicon": "APPLE_SILICON",
-}
-
-# NVIDIA's MIG user guide, "Supported MIG Profiles" (A100 40GB/80GB, H100 80GB, H200 141GB), and
-# Flyte's RTXPro6000Parts (its +gfx and +me profiles cannot be Kubernetes label values).
 MIG_PROFILES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "A100": ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-        "A100 80G": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-        "H100": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-        "H200": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-        "RTX_PRO_6000": ("1g.24gb", "2g.48gb", "4g.96gb"),
-    }
+    {name: device.mig for name, device in DEVICES.items() if device.mig}
 )
 """The MIG partitions each GPU supports, keyed by canonical GPU name."""
 
-# Flyte's TPU slice literals (``V5PParts``, ``V6EParts``, ``V5EParts``).
-_PLANAR = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
-_V5P = (
-    "2x2x1",
-    "2x2x2",
-    "2x4x4",
-    "4x4x4",
-    "4x4x8",
-    "4x8x8",
-    "8x8x8",
-    "8x8x16",
-    "8x16x16",
-    "16x16x16",
-    "16x16x24",
-)
 TPU_TOPOLOGIES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {"V5E": _PLANAR, "V5P": _V5P, "V6E": _PLANAR}
+    {name: device.topologies for name, device in DEVICES.items() if device.device_class == "TPU"}
 )
 """The slice topologies each TPU generation supports, keyed by canonical TPU name."""
 
 ACCELERATORS: Mapping[str, DeviceClass] = MappingProxyType(
-    {
-        **dict.fromkeys(KNOWN_GPUS, "GPU"),
-        **dict.fromkeys(TPU_TOPOLOGIES, "TPU"),
-        **_OTHER_DEVICES,
-    }
+    {name: device.device_class for name, device in DEVICES.items()}
 )
 """Every accelerator taskcell knows by name (canonical spelling) and its device class."""
 
@@ -147,7 +167,6 @@ MAX_DEVICES = 128
 """The most devices (GPUs, MIG slices, other accelerators) one task may ask for: more than any
 machine holds (16 GPUs, or 112 MIG slices of them)."""
 
-_ALIASES = {"A10040G": "A100", "H10080G": "H100", "H200141G": "H200", "V5LITEPOD": "V5E"}
 _FREE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_. -]*", re.ASCII)
 _DIGITS_RE = re.compile(r"[0-9]+", re.ASCII)
 _NUMBER_RE = re.compile(rf"[+-]?{DECIMAL}", re.ASCII)
@@ -158,15 +177,20 @@ _FORMS = (
 )
 
 
-def _key(name: str) -> str:
-    """The spelling-insensitive form of a device name: ``"nvidia a100-80GB"`` -> ``"A10080G"``."""
+def device_key(name: str) -> str:
+    """The one case rule for device names: the form two spellings of a device compare in,
+    without regard to case, spaces, ``-_``, a trailing ``B`` and a vendor prefix
+    (``"nvidia a100-80GB"`` -> ``"A10080G"``)."""
     key = re.sub(r"[^0-9A-Z]", "", name.upper())
     key = re.sub(r"^(?:NVIDIA|TESLA|TPU)", "", key)
-    key = re.sub(r"(?<=\dG)B$", "", key)
-    return _ALIASES.get(key, key)
+    return re.sub(r"(?<=\dG)B$", "", key)
 
 
-_KEYS = {_key(name): name for name in ACCELERATORS}
+_KEYS = {
+    device_key(spelling): name
+    for name, device in DEVICES.items()
+    for spelling in (name, *device.aliases)
+}
 _LONGEST_NAME = 32
 
 
@@ -183,12 +207,12 @@ def _distance(a: str, b: str) -> int:
 
 def _nearest(name: str, candidates: Iterable[str]) -> str | None:
     """The known name a typo away from ``name`` (one edit, two for longer names), else None."""
-    key = _key(name)
+    key = device_key(name)
     if len(key) > _LONGEST_NAME:  # no typo of a known name; and the distance is quadratic
         return None
     allowed = 1 if len(key) <= 5 else 2
     scored = [
-        (_distance(key, _key(c)), -_shared_prefix(key, _key(c)), i, c)
+        (_distance(key, device_key(c)), -_shared_prefix(key, device_key(c)), i, c)
         for i, c in enumerate(candidates)
     ]
     best = min(scored, default=None)
@@ -227,7 +251,7 @@ def _check_name_type(name: object, field: str, what: str) -> str:
 
 def _known(name: str) -> str | None:
     """The canonical spelling of a known accelerator name, else None."""
-    return _KEYS.get(_key(name))
+    return _KEYS.get(device_key(name))
 
 
 def _gpu_name(name: object, field: str) -> str:
@@ -309,11 +333,15 @@ def _free_name(name: object, field: str, what: str) -> str:
     return name.strip()
 
 
+def _class_named(word: str) -> DeviceClass | None:
+    """The device class ``word`` names, in any case (``"neuron"`` -> ``"NEURON"``), else None."""
+    return next((kind for kind in DEVICE_CLASSES if kind == word.strip().upper()), None)
+
+
 def _device_class(value: object, field: str) -> DeviceClass:
-    if isinstance(value, str):
-        for kind in DEVICE_CLASSES:
-            if value.strip().upper() == kind:
-                return kind
+    kind = _class_named(value) if isinstance(value, str) else None
+    if kind is not None:
+        return kind
     raise SpecError(
         f"{field}= device_class must be one of {', '.join(DEVICE_CLASSES)}, got {shown(value)}"
         f"{_hint(value, DEVICE_CLASSES) if isinstance(value, str) else ''}"
@@ -544,12 +572,12 @@ def _class_prefix(text: str, field: str) -> tuple[DeviceClass, str] | None:
     found = _CLASS_PREFIX_RE.match(text)
     if found is None:
         return None
-    word, body = found.group(1).upper(), text[found.end() :]
-    kind = "GPU" if word == "DEVICE" else next((c for c in DEVICE_CLASSES if c == word), None)
+    word, body = found.group(1), text[found.end() :]
+    kind = "GPU" if word.upper() == "DEVICE" else _class_named(word)
     if kind is None and ":" in body:
         classes = ", ".join(c.lower() for c in DEVICE_CLASSES)
         raise SpecError(
-            f"{field}= {found.group(1)!r} in {shown(text)} is not a device class "
+            f"{field}= {word!r} in {shown(text)} is not a device class "
             f"(CLASS:NAME:COUNT takes one of device, {classes}){_hint(word, DEVICE_CLASSES)}"
         )
     return None if kind is None else (kind, body)

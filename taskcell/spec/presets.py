@@ -18,15 +18,12 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from importlib import resources as package_files
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from taskcell.errors import SpecError
-from taskcell.spec._util import did_you_mean, shown
+from taskcell.spec._util import did_you_mean, package_yaml, shown
 from taskcell.spec.devices import GPU, Device
 from taskcell.spec.resources import REQUEST_FIELDS, Resources
 
@@ -61,10 +58,8 @@ def _preset(name: object, entry: object, origin: str) -> Resources:
 
 
 def _load_builtin() -> tuple[Mapping[str, Resources], Mapping[str, str]]:
-    text = package_files.files("taskcell.spec").joinpath("presets.yaml").read_text("utf-8")
     presets, descriptions = {}, {}
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader is ~10x faster
-    for name, entry in yaml.load(text, Loader=loader).items():
+    for name, entry in package_yaml("presets.yaml").items():
         fields = dict(entry)
         descriptions[name] = fields.pop("description")
         presets[name] = _preset(name, fields, "presets.yaml")

@@ -52,9 +52,24 @@ _EXTRA_FORMS = "a mapping of resource names to positive numbers such as {'proces
 DASK_NAMES: Mapping[str, str] = MappingProxyType(
     {"cpu": "CPU", "memory": "MEMORY", "gpu": "GPU", "disk": "DISK", "shm": "SHM"}
 )
-"""The Dask resource each field is requested as (``taskcell.cluster.names``, which the spec
-cannot import); ``gpu`` only when it holds a :class:`~taskcell.spec.devices.GPU`."""
-_FIELD_OF = {name.casefold(): field for field, name in DASK_NAMES.items()}
+"""The Dask resource each field is requested as (``taskcell.cluster.names`` reads it here);
+``gpu`` only when it holds a :class:`~taskcell.spec.devices.GPU`."""
+
+
+def resource_key(name: str) -> str:
+    """The one case rule for Dask resource names: the form two names compare in (``"gpu"`` and
+    ``"GPU"`` are one resource), since Dask lower-cases names set from the environment."""
+    return name.casefold()
+
+
+def meets(shape: Mapping[str, float], request: Mapping[str, float]) -> bool:
+    """Whether a worker advertising ``shape`` has every Dask resource ``request`` asks for, in
+    the amount asked, names compared by :func:`resource_key`."""
+    has = {resource_key(name): amount for name, amount in shape.items()}
+    return all(has.get(resource_key(name), 0.0) >= amount for name, amount in request.items())
+
+
+_FIELD_OF = {resource_key(name): field for field, name in DASK_NAMES.items()}
 
 
 REQUEST_FIELDS: tuple[str, ...] = tuple(DASK_NAMES)
@@ -101,12 +116,13 @@ def _extra(value: object) -> Mapping[str, int | float]:
                 f"extra= resource names are letters, digits and '_.:/+-', "
                 f"got {shown(name)} in {shown(value)}"
             )
-        if name.casefold() in folded:
+        key = resource_key(name)
+        if key in folded:
             raise SpecError(
-                f"extra= names {folded[name.casefold()]!r} and {name!r} differ only in case; "
+                f"extra= names {folded[key]!r} and {name!r} differ only in case; "
                 f"taskcell reads them as one resource, so give it once"
             )
-        folded[name.casefold()] = name
+        folded[key] = name
         checked[name] = _extra_amount(name, amount)
     return MappingProxyType(dict(sorted(checked.items())))
 
@@ -164,7 +180,7 @@ def parse_resource_pairs(text: str, *, zero: bool = False) -> dict[str, int | fl
     if not isinstance(text, str):
         raise SpecError(f'expected NAME=NUMBER pairs such as "GPU=2,process=1", got {shown(text)}')
     amounts: dict[str, int | float] = {}
-    given: dict[str, str] = {}  # casefolded name -> the pair that gave it
+    given: dict[str, str] = {}  # resource_key(name) -> the pair that gave it
     for pair in text.replace(",", " ").split():
         name, equals, amount = pair.partition("=")
         if not equals or not _EXTRA_NAME_RE.fullmatch(name):
@@ -173,13 +189,13 @@ def parse_resource_pairs(text: str, *, zero: bool = False) -> dict[str, int | fl
                 f"expected NAME=NUMBER pairs separated by commas or spaces, such as "
                 f"\"GPU=2,process=1\", NAME of letters, digits and '_.:/+-', got {text!r}{bad}"
             )
-        if name.casefold() in given:
-            same = given[name.casefold()]
+        same = given.get(resource_key(name))
+        if same is not None:
             raise SpecError(
                 f"{text!r} names {same.partition('=')[0]!r} twice, {same} and {pair}; names are "
                 f"compared without regard to case, so give it once"
             )
-        given[name.casefold()] = pair
+        given[resource_key(name)] = pair
         amounts[name] = _extra_amount(name, amount, label="", zero=zero)
     return amounts
 
@@ -263,7 +279,7 @@ class Resources:
     def _check_said_once(self) -> None:
         """Refuse an ``extra`` resource that a field already asks for, naming both."""
         for name, amount in self.extra.items():
-            field = _FIELD_OF.get(name.casefold())
+            field = _FIELD_OF.get(resource_key(name))
             value = None if field is None else getattr(self, field)
             if field is None or value is None or (field == "gpu" and not isinstance(value, GPU)):
                 continue

@@ -97,6 +97,12 @@ def test_native_capacity_bounds_unreserved_requests():
         check_feasible(request, dask_resources(request, [small]), [small])
 
 
+def test_cpu_reserved_in_another_case_is_not_bounded_by_threads():
+    lower = worker("tcp://env", nthreads=2, cpu=8)  # DASK_..._RESOURCES__CPU=8 advertises cpu
+    request = Resources(cpu=8)
+    assert check_feasible(request, dask_resources(request, [lower]), [lower]) == [lower]
+
+
 def test_no_workers_is_infeasible_with_a_hint():
     with pytest.raises(InfeasibleError, match="taskcell worker"):
         check_feasible(Resources(cpu=1), {}, [])

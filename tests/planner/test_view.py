@@ -403,7 +403,8 @@ def test_every_duration_shown_ticks_from_a_moment_of_the_schedulers_clock():
 def test_a_task_no_live_worker_runs_waits_for_the_pool_worker_that_starts_for_it():
     waiting = wait("no-capable-worker", lacking=[lack("GPU-A100", 1, 0, on="tcp://w:1")])
     words = "no live worker can ever run it: asks GPU-A100=1; the most any worker has is 0"
-    queued = task("fit-1", "queued", None, 5, request={"GPU": 1, "GPU-A100": 1}, wait=waiting)
+    # names compared in any case (resource_key)
+    queued = task("fit-1", "queued", None, 5, request={"gpu": 1, "GPU-A100": 1}, wait=waiting)
     odd = task("odd-1", "queued", None, 5, request={"TPU": 1}, wait=waiting)
     a100 = pool("k1", "a100", "local", 1, 1, pool_worker("a100-1", "starting", 3, started="pid 7"))
     snap = snapshot(
