@@ -4,12 +4,13 @@
 :func:`taskcell.cluster.submit.plan`); the task itself is already submitted and waits in Dask's
 ``no-worker`` state until a worker that meets it connects. One :class:`Provisioner` per
 scheduler, in the kernel, then works on a thread of its own, with its own event loop and
-asynchronous client, every ``taskcell.provisioning.interval`` and whenever something changes:
-it asks the scheduler which workers it lists and what they process (a worker its backend named,
-a Gateway's, known by its handle's ``name``), asks each backend whether a starting worker's
-process or job has ended, hands these facts to :func:`taskcell.cluster.provision_core.decide`
-(which holds every rule: packing, ``max-workers``, idle retirement, start timeouts, shapes),
-and does what it decided:
+asynchronous client, every ``taskcell.provisioning.interval`` and whenever something changes.
+It only gathers facts and does I/O: it asks the scheduler which workers it lists and what they
+process (a worker its backend named, a Gateway's, known by its handle's ``name``), asks each
+backend whether a starting worker's process or job has ended, hands these facts, the time and
+what it saw happen since (a start failed, the scheduler kept a worker, a stop failed, the kernel
+closes) to :func:`taskcell.cluster.provision_core.decide`, which holds every rule and every
+change of a worker's state, keeps the decision, and does what it says:
 
 - starts workers through the pool's backend (:mod:`taskcell.cluster.launch`);
 - retires workers through the scheduler (which moves the results they hold to other workers,
@@ -36,7 +37,6 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
-import dataclasses
 import logging
 import threading
 import time
@@ -48,26 +48,21 @@ from typing import TYPE_CHECKING, Any
 
 from taskcell import config
 from taskcell.cluster import connect
-from taskcell.cluster.pool_records import (
-    POOLS_TOPIC,
-    START_TOPIC,
-    UP,
-    PoolInfo,
-    PoolWorker,
-    PoolWorkerState,
-)
+from taskcell.cluster.pool_records import POOLS_TOPIC, START_TOPIC, UP, PoolInfo, PoolWorker
 from taskcell.cluster.pools import Pool, configured_pools
 from taskcell.cluster.provision_core import (
     Claim,
     Decision,
+    Fact,
     Logged,
+    Monotonic,
     Placement,
     Seen,
     Worker,
     decide,
+    waiting,
 )
-from taskcell.cluster.provision_core import Monotonic as _Monotonic
-from taskcell.cluster.waits import Wait, wait
+from taskcell.cluster.waits import Wait
 from taskcell.errors import ClusterError
 
 if TYPE_CHECKING:
@@ -88,16 +83,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Ended (retired or failed) workers kept in the state shown, per pool.
-ENDED_KEPT = 10
-#: Seconds a retired worker is left out of plans, longer than a view of the workers is cached.
-RETIRED_SEEN = 5.0
 #: Decisions kept, the latest last (:func:`decisions`).
 DECISIONS_KEPT = 200
 
 
-def _now() -> _Monotonic:
-    return _Monotonic(time.monotonic())
+def _now() -> Monotonic:
+    return Monotonic(time.monotonic())
 
 
 @dataclass(kw_only=True)
@@ -119,7 +110,7 @@ class _Claim:
 
 
 class Provisioner:
-    """The pools' workers on one scheduler: started, watched and retired from a thread."""
+    """The pools' workers on one scheduler: watched, decided on and acted for from a thread."""
 
     def __init__(self, address: str, security: Any) -> None:
         self.address = address
@@ -127,7 +118,9 @@ class Provisioner:
         self._interval = config.seconds("provisioning.interval")
         self._security = security
         self._lock = threading.Lock()
-        self._workers: list[Worker] = []  #: in the order asked for
+        self._workers: list[Worker] = []  #: in the order asked for, as last decided
+        self._leaving: frozenset[str] = frozenset()  #: as last decided
+        self._told: list[Fact] = []  #: what happened since the last decision
         self._handles: dict[str, ProcessInterface] = {}
         self._claims: dict[str, _Claim] = {}
         self._pools: list[Pool] = []  #: the configured pools, as the kernel last read them
@@ -172,8 +165,8 @@ class Provisioner:
             self._changed = True
         self._wake()
 
-    def status(self, key: str) -> Wait | None:
-        """What the claimed task ``key`` waits for; None when it is not claimed.
+    def status(self, key: str, now: Monotonic) -> Wait | None:
+        """What the claimed task ``key`` waits for at ``now``; None when it is not claimed.
 
         Raises
         ------
@@ -188,33 +181,12 @@ class Provisioner:
                 raise ClusterError(f"taskcell stopped watching its pools: {self._failure!r}")
             if c.error is not None:
                 raise ClusterError(c.error)
-            if c.worker is not None:
-                return wait("pool-queued", pool=c.pool.name, where=c.worker)
-            mine = [w for w in self._workers if w.pool == c.pool.name]
-            starting = [w for w in mine if w.state == "starting"]
-            if starting:
-                w = starting[0]
-                waited = time.monotonic() - w.asked_at
-                return wait(
-                    "pool-starting", pool=c.pool.name, where=w.started or None, seconds=waited
-                )
-            active = [w for w in mine if w.state == "running"]
-            if active:
-                return wait(
-                    "pool-busy", pool=c.pool.name, count=len(active), total=c.pool.max_workers
-                )
-            return wait("pool-starting", pool=c.pool.name)
+            return waiting(c.pool, c.worker, self._workers, now)
 
     def leaving(self) -> set[str]:
-        """Addresses of its workers retiring or retired."""
-        recently = time.monotonic() - RETIRED_SEEN
+        """Addresses of its workers retiring or just retired."""
         with self._lock:
-            return {
-                w.address
-                for w in self._workers
-                if w.address is not None
-                and (w.state == "retiring" or (w.state == "retired" and w.since > recently))
-            }
+            return set(self._leaving)
 
     def state(self, pools: list[Pool]) -> list[PoolInfo]:
         """``pools`` (the configured ones) and the others this provisioner started workers for,
@@ -350,12 +322,29 @@ class Provisioner:
         self._woken.set()
 
     async def _tick(self) -> None:
+        """Gather the facts, decide, and do what was decided."""
         with self._lock:
-            quiet = not self._claims and not self._asked
-            quiet = quiet and all(w.state in ("retired", "failed") for w in self._workers)
-        if quiet:  # nothing to watch: do not ask the scheduler every interval
-            await self._publish()
-            return
+            watching = self._claims or self._asked or any(w.state in UP for w in self._workers)
+        # Nothing to watch: do not ask the scheduler every interval, but let time pass.
+        seen, on = await self._look() if watching else ({}, {})
+        ended = await self._ended()
+        with self._lock:
+            if self._closing:
+                return
+            self._told += ended
+            self._place(on)
+            decision = self._decide(seen)
+        for w in decision.launch:
+            self._spawn(self._start(w))
+        for name in decision.retire:
+            self._spawn(self._retire(name))
+        for name in decision.stop:
+            self._spawn(self._stop(name))
+        await self._publish()
+
+    async def _look(self) -> tuple[dict[str, Seen], dict[str, str]]:
+        """What the scheduler says of each worker it lists, by our name for it, and the worker
+        each task processing is on."""
         identity = await self.client.scheduler.identity(n_workers=-1)
         processing = await self.client.scheduler.processing()
         busy = {address for address, keys in processing.items() if keys}
@@ -370,39 +359,10 @@ class Provisioner:
             )
             for address, w in identity["workers"].items()
         }
-        ended = await self._ended()
-        with self._lock:
-            for key, c in list(self._claims.items()):
-                if c.future.done():
-                    del self._claims[key]
-                    self._changed = True
-                elif c.worker != on.get(key):
-                    c.worker = on.get(key)
-                    self._changed = True
-            now = _now()
-            decision = decide(
-                claims=[c.fact() for c in self._claims.values()],
-                workers=[
-                    dataclasses.replace(w, ended=ended.get(w.name)) if w.name in ended else w
-                    for w in self._workers
-                ],
-                seen=seen,
-                pools=self._known,
-                asked=self._asked,
-                now=now,
-            )
-            self._asked = {}
-            starts = self._apply(decision, now)
-        for w in starts:
-            self._spawn(self._start(w))
-        for name in decision.retire:
-            self._spawn(self._retire(name))
-        for name in decision.stop:
-            self._spawn(self._stop(name))
-        await self._publish()
+        return seen, on
 
-    async def _ended(self) -> dict[str, str]:
-        """Why each starting worker's process or job ended, where it did."""
+    async def _ended(self) -> list[Fact]:
+        """The starting workers whose process or job ended, and why."""
         from taskcell.cluster.launch import ended
 
         with self._lock:
@@ -411,36 +371,53 @@ class Provisioner:
                 for w in self._workers
                 if w.state == "starting" and w.name in self._handles
             ]
-        found = {}
-        for name, pool, handle in starting:
-            why = await ended(pool, handle)
-            if why is not None:
-                found[name] = why
-        return found
+        return [
+            Fact("start-failed", name, why)
+            for name, pool, handle in starting
+            if (why := await ended(pool, handle)) is not None
+        ]
 
-    def _apply(self, decision: Decision, now: _Monotonic) -> list[Worker]:
-        """Take ``decision`` (under the lock); the workers it asks to start, now recorded."""
-        if list(decision.workers) != self._workers:
-            self._changed = True
-        self._workers = list(decision.workers)
+    def _place(self, on: Mapping[str, str]) -> None:
+        """Drop the claims whose task ended, and note the worker the others are on (under
+        the lock)."""
+        for key, c in list(self._claims.items()):
+            if c.future.done():
+                del self._claims[key]
+                self._changed = True
+            elif c.worker != on.get(key):
+                c.worker = on.get(key)
+                self._changed = True
+
+    def _decide(self, seen: Mapping[str, Seen]) -> Decision:
+        """Decide from ``seen`` and what was told since the last decision, and keep the
+        decision (under the lock)."""
+        decision = decide(
+            claims=[c.fact() for c in self._claims.values()],
+            workers=self._workers,
+            seen=seen,
+            pools=self._known,
+            asked=self._asked,
+            now=_now(),
+            tag=uuid.uuid4().hex[:6],
+            facts=self._told,
+        )
+        self._told, self._asked = [], {}
+        self._changed = self._changed or list(decision.workers) != self._workers
+        self._workers, self._leaving = list(decision.workers), decision.leaving
+        for w in decision.launch:
+            self._launched[w.pool] = self._launched.get(w.pool, 0) + 1
         for w in decision.failed:
             self._fail_claims(w)
-        self._note(*decision.log)
-        starts = []
-        for name in decision.start:
-            w = Worker(name=f"{name}-{uuid.uuid4().hex[:6]}", pool=name, asked_at=now, since=now)
-            self._workers.append(w)
-            self._launched[name] = self._launched.get(name, 0) + 1
-            starts.append(w)
-            self._changed = True
-        for pool in {w.pool for w in decision.failed} | {w.pool for w in self._workers}:
-            self._forget_ended(pool)
-        return starts
-
-    def _note(self, *entries: Logged) -> None:
-        for entry in entries:
+        for entry in decision.log:
             self._log.append(entry)
             log.debug("pool %s: %s %s: %s", entry.pool, entry.action, entry.worker, entry.why)
+        return decision
+
+    def _tell(self, fact: Fact) -> None:
+        """Record what happened, for the next decision, and have it taken now."""
+        with self._lock:
+            self._told.append(fact)
+        self._wake()
 
     def _fail_claims(self, w: Worker) -> None:
         """Fail the tasks waiting for ``w``'s pool with the reason ``w`` failed."""
@@ -450,32 +427,6 @@ class Provisioner:
                 if not c.followed:
                     self._spawn(asyncio.to_thread(c.future.cancel, reason="taskcell", msg=w.error))
 
-    def _find(self, name: str) -> Worker | None:
-        return next((w for w in self._workers if w.name == name), None)
-
-    def _replace(self, name: str, **changes: Any) -> Worker | None:
-        """Change the worker ``name`` (under the lock); the worker as changed."""
-        for i, w in enumerate(self._workers):
-            if w.name == name:
-                self._workers[i] = dataclasses.replace(w, **changes)
-                self._changed = True
-                return self._workers[i]
-        return None
-
-    def _enter(self, name: str, state: PoolWorkerState, why: str | None = None) -> Worker | None:
-        """Move the worker ``name`` to ``state`` now (under the lock)."""
-        w = self._find(name)
-        if w is None:
-            return None
-        moved = w.enter(state, _now(), why)
-        return self._replace(
-            name,
-            state=moved.state,
-            since=moved.since,
-            error=moved.error,
-            idle_since=moved.idle_since,
-        )
-
     async def _start(self, w: Worker) -> None:
         from taskcell.cluster.launch import describe, make_worker
 
@@ -484,49 +435,29 @@ class Provisioner:
             handle = make_worker(pool, self.address, w.name, self._security)
             with self._lock:
                 self._handles[w.name] = handle
-                # What it is, known now (its pid or job id, once started): the scheduler may
-                # list the worker, and a failure name it, before the start below returns.
-                self._replace(w.name, started=describe(pool, handle))
+            # What it is, known now (its pid or job id, once started): the scheduler may
+            # list the worker, and a failure name it, before the start below returns.
+            self._tell(Fact("started", w.name, describe(pool, handle)))
             await handle  # as SpecCluster starts a worker: ProcessInterface or Server
         except Exception as e:  # the backend's error, whatever it is, is the reason to show
-            why = str(e).strip() or type(e).__name__
-            with self._lock:
-                failed = self._enter(w.name, "failed", w.failure(why))
-                if failed is not None:
-                    self._fail_claims(failed)
-                self._note(Logged(at=_now(), pool=w.pool, action="fail", worker=w.name, why=why))
+            self._tell(Fact("start-failed", w.name, str(e).strip() or type(e).__name__))
             return
-        with self._lock:
-            self._replace(w.name, started=describe(pool, handle))
-        self._wake()
+        self._tell(Fact("started", w.name, describe(pool, handle)))
 
     async def _retire(self, name: str) -> None:
+        """Retire ``name`` through the scheduler, then stop it; tell which happened."""
         with self._lock:
-            w = self._find(name)
-        if w is None:
-            return
-        if w.address is not None:
+            address = next((w.address for w in self._workers if w.name == name), None)
+        if address is not None:
             try:
-                retired = await self.client.retire_workers(workers=[w.address], close_workers=True)
+                retired = await self.client.retire_workers(workers=[address], close_workers=True)
             except (OSError, TimeoutError):
                 retired = {}
-            with self._lock:
-                current = self._find(name)
-                if w.address not in retired and current and current.state == "retiring":
-                    # It keeps results no other worker can take: keep it.
-                    self._enter(name, "running")
-                    self._replace(name, idle_since=_now())
-                    why = "the scheduler kept it: no other worker can take its results"
-                    self._note(
-                        Logged(at=_now(), pool=w.pool, action="retire", worker=name, why=why)
-                    )
-                    return
+            if address not in retired:  # it keeps results no other worker can take
+                self._tell(Fact("retire-refused", name))
+                return
         await self._stop(name)
-        with self._lock:
-            current = self._find(name)
-            if current is not None and current.state == "retiring":
-                self._enter(name, "retired")
-            self._forget_ended(w.pool)
+        self._tell(Fact("retired", name))
 
     async def _stop(self, name: str) -> None:
         with self._lock:
@@ -536,15 +467,7 @@ class Provisioner:
         try:
             await handle.close()
         except Exception as e:  # report, and go on stopping the others
-            with self._lock:
-                w = self._find(name)
-                if w is not None:
-                    self._replace(name, error=f"{w.error or ''} (stopping it failed: {e})".strip())
-
-    def _forget_ended(self, pool: str) -> None:
-        ended = [w for w in self._workers if w.pool == pool and w.state in ("retired", "failed")]
-        for w in ended[:-ENDED_KEPT]:
-            self._workers.remove(w)
+            self._tell(Fact("stop-failed", name, str(e)))
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -563,12 +486,11 @@ class Provisioner:
         await self.client.log_event(POOLS_TOPIC, event)
 
     async def _shutdown(self) -> None:
-        self._closing = True
         with self._lock:
-            names = [w.name for w in self._workers if w.state in UP]
-            for name in names:
-                self._enter(name, "retired", "the kernel closed")
-        await asyncio.gather(*(self._stop(name) for name in names), return_exceptions=True)
+            self._closing = True
+            self._told.append(Fact("closing"))
+            decision = self._decide({})
+        await asyncio.gather(*(self._stop(name) for name in decision.stop), return_exceptions=True)
         await self.client.close()
         self._closed = True
         self._woken.set()
@@ -628,7 +550,7 @@ def waiting_status(client: Client, key: str) -> Wait | None:
         The worker started for it failed; the message names the pool and the reason.
     """
     provisioner = _provisioners.get(client.scheduler.address)
-    return provisioner.status(key) if provisioner is not None else None
+    return provisioner.status(key, _now()) if provisioner is not None else None
 
 
 def leaving(client: Client) -> set[str]:

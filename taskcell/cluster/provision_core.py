@@ -2,17 +2,19 @@
 :mod:`taskcell.cluster.provision`, as ``AdaptiveCore`` is of distributed's adaptive scaling.
 
 :func:`decide` takes the tasks claimed for pools, the workers the pools started, what the
-scheduler says of them, the workers the sidebar asked for, the pools and the time, and returns
-a :class:`Decision`: every worker moved on (connected, busy or idle, left, failed, retiring),
-the workers to start, to retire and to stop, and a line for each decision with its reason. It
-does no I/O and reads no clock; the provisioner gathers the facts, applies the decision and
-does what it says.
+scheduler says of them, what the provisioner told of them since (each a :data:`Fact`: a start
+failed, the scheduler refused to retire one, the kernel closes), the workers the sidebar asked
+for, the pools and the time, and returns a :class:`Decision`: every worker moved on (connected,
+busy or idle, left, failed, retiring, kept, retired), the workers to start, to retire and to
+stop, the addresses leaving, and a line for each decision with its reason. It does no I/O and
+reads no clock; the provisioner gathers the facts, keeps the decision and does what it says.
 
 The rules:
 
 - A starting worker the scheduler lists is running if it advertises its pool's shape, else it
-  has failed (and is retired). One not listed has failed once its process or job ended
-  (:func:`taskcell.cluster.launch.ended`) or its pool's ``start-timeout`` passed.
+  has failed (and is retired). One not listed has failed once its start failed (its backend's
+  error, or its process or job ended: :func:`taskcell.cluster.launch.ended`) or its pool's
+  ``start-timeout`` passed, and is stopped.
 - A running worker the scheduler no longer lists has retired ("it left the scheduler"). One
   with nothing processing is idle from the moment it was first seen so.
 - Tasks claimed for a pool and not on a worker yet are packed into its workers (as many at
@@ -20,7 +22,11 @@ The rules:
   tasks need beyond the pool's workers starting or idle, plus one per worker the sidebar
   asked for, never past its ``max-workers`` (starting, running and retiring ones count).
 - A running worker idle for its pool's ``idle-timeout``, while no claimed task waits for the
-  pool, retires.
+  pool, retires. Once the scheduler retired it, it has retired; one the scheduler keeps (no
+  other worker can take its results) runs on, idle from then; a failed one is stopped anyway.
+- When the kernel closes, every worker starting, running or retiring has retired, and stops.
+- Of the workers that ended, the last :data:`ENDED_KEPT` of each pool are kept; a retiring one,
+  or one retired less than :data:`RETIRED_SEEN` ago, is leaving: plans leave its address out.
 
 Every time here is the kernel's ``time.monotonic()`` (:data:`Monotonic`).
 
@@ -30,25 +36,31 @@ a pool), lives here, below both ``submit`` and ``provision``, which pass it betw
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Literal, NewType
 
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.cluster.pool_records import UP, PoolWorkerState
 from taskcell.cluster.pools import Pool
+from taskcell.cluster.waits import Wait, wait
 from taskcell.spec.amounts import show_request
 
 #: Seconds on the kernel's ``time.monotonic()`` clock.
 Monotonic = NewType("Monotonic", float)
 
+#: Ended (retired or failed) workers kept in the state shown, per pool.
+ENDED_KEPT = 10
+#: Seconds a retired worker is left out of plans, longer than a view of the workers is cached.
+RETIRED_SEEN = 5.0
+
 #: start: a worker is asked of the pool's backend; connect: it connected with the pool's shape;
 #: leave: it left the scheduler; fail: it did not connect, or not with the pool's shape;
-#: retire: it idled past the pool's idle-timeout; decline: a worker the sidebar asked for was not
-#: started.
+#: retire: it idled past the pool's idle-timeout, or the scheduler kept it; decline: a worker
+#: the sidebar asked for was not started.
 Action = Literal["start", "connect", "leave", "fail", "retire", "decline"]
 
 
@@ -91,13 +103,11 @@ class Worker:
     address: str | None = None
     idle_since: Monotonic | None = None  #: while running with nothing to run
     error: str | None = None
-    #: Why its process or job ended before it connected; None while it may still connect.
-    ended: str | None = None
 
     def enter(self, state: PoolWorkerState, now: Monotonic, error: str | None = None) -> Worker:
         """This worker in ``state`` from ``now``, with ``error`` as the reason."""
         idle = self.idle_since if state == "running" else None
-        return dataclasses.replace(self, state=state, since=now, error=error, idle_since=idle)
+        return replace(self, state=state, since=now, error=error, idle_since=idle)
 
     def failure(self, why: str) -> str:
         """The sentence a cell waiting for this worker's pool fails with."""
@@ -112,6 +122,24 @@ class Seen:
     address: str
     resources: Mapping[str, float]  #: what it advertises
     busy: bool  #: tasks are processing on it
+
+
+#: What the provisioner saw happen to a worker while doing what a decision said. started: what
+#: was started for it is known (``detail``: ``pid 4242``, ``SLURM job 17``); start-failed: it did
+#: not start (``detail``: its backend's error, or why its process or job ended); retired: the
+#: scheduler retired it, and its process or job was stopped; retire-refused: the scheduler kept
+#: it (no other worker can take its results); stop-failed: stopping its process or job failed
+#: (``detail``: the error); closing: the kernel closes, and the workers it started stop.
+Happened = Literal["started", "start-failed", "retired", "retire-refused", "stop-failed", "closing"]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One thing the provisioner tells :func:`decide` of, besides what the scheduler says."""
+
+    happened: Happened
+    worker: str = ""  #: the worker's name; empty for closing
+    detail: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,12 +157,19 @@ class Logged:
 class Decision:
     """What :func:`decide` decided."""
 
-    workers: tuple[Worker, ...]  #: every worker given, moved on (same order)
-    start: tuple[str, ...] = ()  #: a pool's name for each worker to start
+    #: every worker given and kept, moved on (same order), then those to start
+    workers: tuple[Worker, ...]
+    launch: tuple[Worker, ...] = ()  #: the workers to start
     retire: tuple[str, ...] = ()  #: workers to retire through the scheduler, then stop
     stop: tuple[str, ...] = ()  #: workers whose process or job to stop
     failed: tuple[Worker, ...] = ()  #: workers that failed now: their pools' claims fail
     log: tuple[Logged, ...] = ()
+    leaving: frozenset[str] = frozenset()  #: addresses of workers retiring or just retired
+
+    @property
+    def start(self) -> tuple[str, ...]:
+        """A pool's name for each worker to start."""
+        return tuple(w.pool for w in self.launch)
 
 
 def decide(
@@ -145,6 +180,8 @@ def decide(
     pools: Mapping[str, Pool],
     asked: Mapping[str, int],
     now: Monotonic,
+    tag: str,
+    facts: Sequence[Fact] = (),
 ) -> Decision:
     """The next moves of the pools' workers (see the module docstring for the rules).
 
@@ -162,71 +199,120 @@ def decide(
         Workers the sidebar asked for since the last decision, by pool name.
     now
         The time.
+    tag
+        Unique to this decision: the workers to start are named ``{pool}-{tag}{n}``.
+    facts
+        What the provisioner told since the last decision, oldest first.
     """
-    log: list[Logged] = []
-    moved: list[Worker] = []
-    retire: list[str] = []
-    stop: list[str] = []
-    failed: list[Worker] = []
+    if any(f.happened == "closing" for f in facts):
+        return _close(workers, now)
+    m = _Moves(now)
+    moved = [_move(w, pools[w.pool], seen.get(w.name), facts, m) for w in workers]
+    # The tasks waiting for a pool whose worker failed now fail with it.
+    gone = {w.pool for w in m.failed}
+    claims = [replace(c, failed=True) if c.pool in gone else c for c in claims]
+    start = _starts(claims, moved, pools, asked, m.note)
+    wanted = {c.pool for c in claims if c.waiting}
+    moved = [_retire_idle(w, pools[w.pool], w.pool in wanted, m) for w in moved]
+    launch = [
+        Worker(name=f"{pool}-{tag}{n}", pool=pool, asked_at=now, since=now)
+        for n, pool in enumerate(start)
+    ]
+    kept, leaving = _retain([*moved, *launch], now)
+    return Decision(
+        workers=kept,
+        launch=tuple(launch),
+        retire=tuple(m.retire),
+        stop=tuple(m.stop),
+        failed=tuple(m.failed),
+        log=tuple(m.log),
+        leaving=leaving,
+    )
 
-    def note(pool: str, action: Action, worker: str | None, why: str) -> None:
-        log.append(Logged(at=now, pool=pool, action=action, worker=worker, why=why))
 
-    def fail(w: Worker, why: str) -> Worker:
-        w = w.enter("failed", now, w.failure(why))
-        failed.append(w)
-        note(w.pool, "fail", w.name, why)
+def waiting(pool: Pool, on: str | None, workers: Sequence[Worker], now: Monotonic) -> Wait:
+    """What a task claimed for ``pool`` waits for: ``on``, the worker Dask gave it to, else a
+    worker of its pool starting (the first asked for), or its busy ones."""
+    if on is not None:
+        return wait("pool-queued", pool=pool.name, where=on)
+    mine = [w for w in workers if w.pool == pool.name]
+    starting = next((w for w in mine if w.state == "starting"), None)
+    if starting is not None:
+        waited = now - starting.asked_at
+        return wait("pool-starting", pool=pool.name, where=starting.started or None, seconds=waited)
+    running = sum(1 for w in mine if w.state == "running")
+    if running:
+        return wait("pool-busy", pool=pool.name, count=running, total=pool.max_workers)
+    return wait("pool-starting", pool=pool.name)
+
+
+@dataclass
+class _Moves:
+    """What :func:`decide` decided so far, besides the workers' states."""
+
+    now: Monotonic
+    retire: list[str] = field(default_factory=list)
+    stop: list[str] = field(default_factory=list)
+    failed: list[Worker] = field(default_factory=list)
+    log: list[Logged] = field(default_factory=list)
+
+    def note(self, pool: str, action: Action, worker: str | None, why: str) -> None:
+        """Log one decision with its reason."""
+        self.log.append(Logged(at=self.now, pool=pool, action=action, worker=worker, why=why))
+
+    def fail(self, w: Worker, why: str, then: list[str]) -> Worker:
+        """``w`` failed for ``why``: its claims fail, and it is retired or stopped (``then``)."""
+        w = w.enter("failed", self.now, w.failure(why))
+        self.failed.append(w)
+        then.append(w.name)
+        self.note(w.pool, "fail", w.name, why)
         return w
 
-    for w in workers:
-        pool, s = pools[w.pool], seen.get(w.name)
-        if w.state == "starting" and s is not None:
-            lacking = {n: a for n, a in pool.resources.items() if s.resources.get(n, 0) < a}
-            w = dataclasses.replace(w, address=s.address)
-            if lacking:
-                has = show_request({n: s.resources.get(n, 0) for n in lacking})
-                w = fail(w, f"it advertises {has}, its pool's shape {show_request(lacking)}")
-                retire.append(w.name)
-            else:
-                w = w.enter("running", now)
-                note(w.pool, "connect", w.name, f"connected as {s.address}")
-        elif w.state == "starting" and w.ended is not None:
-            w = fail(w, w.ended)
-            stop.append(w.name)
-        elif w.state == "starting" and now - w.asked_at > pool.start_timeout:
-            w = fail(w, f"it did not connect within {pool.start_timeout:g} s (start-timeout)")
-            stop.append(w.name)
-        elif w.state == "running" and s is None:
-            w = w.enter("retired", now, "it left the scheduler")
-            stop.append(w.name)
-            note(w.pool, "leave", w.name, "the scheduler no longer lists it")
-        if w.state == "running" and s is not None:
-            if s.busy and w.idle_since is not None:
-                w = dataclasses.replace(w, idle_since=None)
-            elif not s.busy and w.idle_since is None:
-                w = dataclasses.replace(w, idle_since=now)
-        moved.append(w)
+    def connect(self, w: Worker, pool: Pool, s: Seen) -> Worker:
+        """``w``, listed by the scheduler as ``s``: running with its pool's shape, else failed
+        and retired."""
+        w = replace(w, address=s.address)
+        lacking = {n: a for n, a in pool.resources.items() if s.resources.get(n, 0) < a}
+        if lacking:
+            has = show_request({n: s.resources.get(n, 0) for n in lacking})
+            why = f"it advertises {has}, its pool's shape {show_request(lacking)}"
+            return self.fail(w, why, self.retire)
+        self.note(w.pool, "connect", w.name, f"connected as {s.address}")
+        return w.enter("running", self.now)
 
-    # The tasks waiting for a pool whose worker failed now fail with it.
-    gone = {w.pool for w in failed}
-    claims = [dataclasses.replace(c, failed=True) if c.pool in gone else c for c in claims]
-    start = _starts(claims, moved, pools, asked, note)
-    wanted = {c.pool for c in claims if c.waiting}
-    for i, w in enumerate(moved):
-        pool = pools[w.pool]
-        idle = w.idle_since is not None and now - w.idle_since >= pool.idle_timeout
-        if w.state == "running" and idle and w.pool not in wanted:
-            moved[i] = w.enter("retiring", now)
-            retire.append(w.name)
-            note(w.pool, "retire", w.name, f"idle for {pool.idle_timeout:g} s (idle-timeout)")
-    return Decision(
-        workers=tuple(moved),
-        start=tuple(start),
-        retire=tuple(retire),
-        stop=tuple(stop),
-        failed=tuple(failed),
-        log=tuple(log),
-    )
+
+def _move(w: Worker, pool: Pool, s: Seen | None, facts: Sequence[Fact], m: _Moves) -> Worker:
+    """``w`` moved on by what was told of it and what the scheduler says of it (``s``)."""
+    told = {f.happened: f.detail for f in facts if f.worker == w.name}  # the last of each
+    if "started" in told:
+        w = replace(w, started=told["started"])
+    if "stop-failed" in told:
+        w = replace(w, error=f"{w.error or ''} (stopping it failed: {told['stop-failed']})".strip())
+    if w.state == "starting" and s is not None:
+        w = m.connect(w, pool, s)
+    elif w.state == "starting" and "start-failed" in told:
+        w = m.fail(w, told["start-failed"], m.stop)
+    elif w.state == "starting" and m.now - w.asked_at > pool.start_timeout:
+        why = f"it did not connect within {pool.start_timeout:g} s (start-timeout)"
+        w = m.fail(w, why, m.stop)
+    elif w.state == "retiring" and "retired" in told:
+        w = w.enter("retired", m.now)
+    elif w.state == "retiring" and "retire-refused" in told:
+        w = replace(w.enter("running", m.now), idle_since=m.now)
+        why = "the scheduler kept it: no other worker can take its results"
+        m.note(w.pool, "retire", w.name, why)
+    elif w.state == "failed" and "retire-refused" in told:
+        m.stop.append(w.name)
+    elif w.state == "running" and s is None:
+        w = w.enter("retired", m.now, "it left the scheduler")
+        m.stop.append(w.name)
+        m.note(w.pool, "leave", w.name, "the scheduler no longer lists it")
+    if w.state == "running" and s is not None:
+        if s.busy and w.idle_since is not None:
+            w = replace(w, idle_since=None)
+        elif not s.busy and w.idle_since is None:
+            w = replace(w, idle_since=m.now)
+    return w
 
 
 def _starts(
@@ -273,3 +359,35 @@ def _starts(
             )
         start += [name] * n
     return start
+
+
+def _retire_idle(w: Worker, pool: Pool, wanted: bool, m: _Moves) -> Worker:
+    """``w``, retiring if it is running and idle for its pool's idle-timeout while no claim
+    waits for its pool (``wanted``)."""
+    idle = w.idle_since is not None and m.now - w.idle_since >= pool.idle_timeout
+    if w.state != "running" or not idle or wanted:
+        return w
+    m.retire.append(w.name)
+    m.note(w.pool, "retire", w.name, f"idle for {pool.idle_timeout:g} s (idle-timeout)")
+    return w.enter("retiring", m.now)
+
+
+def _close(workers: Sequence[Worker], now: Monotonic) -> Decision:
+    """Every worker starting, running or retiring retired and stopped: the kernel closes."""
+    up = tuple(w.name for w in workers if w.state in UP)
+    moved = (w.enter("retired", now, "the kernel closed") if w.name in up else w for w in workers)
+    return Decision(workers=tuple(moved), stop=up)
+
+
+def _retain(workers: Sequence[Worker], now: Monotonic) -> tuple[tuple[Worker, ...], frozenset[str]]:
+    """``workers`` less the ended ones before the last :data:`ENDED_KEPT` of each pool, and the
+    addresses of those kept that are retiring or retired within :data:`RETIRED_SEEN`."""
+    later: Counter[str] = Counter()  # ended workers of each pool, counted from the last
+    kept: list[Worker] = []
+    for w in reversed(workers):
+        later[w.pool] += w.state not in UP
+        if w.state in UP or later[w.pool] <= ENDED_KEPT:
+            kept.insert(0, w)
+    just = now - RETIRED_SEEN
+    out = (w for w in kept if w.state == "retiring" or (w.state == "retired" and w.since > just))
+    return tuple(kept), frozenset(w.address for w in out if w.address is not None)

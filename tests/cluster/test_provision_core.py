@@ -1,6 +1,8 @@
 """The provisioner's rules, decided from plain facts with no cluster: packing claims into a
 pool's workers, ``max-workers``, workers on their way, connecting with or without the pool's
-shape, failures, leaving, idle retirement and the sidebar's requests, each with its reason."""
+shape, failures, leaving, idle retirement, the sidebar's requests, what the provisioner tells
+(a start failed, the scheduler kept a worker, a stop failed, the kernel closes), what is kept
+of ended workers and what a claimed task waits for, each with its reason."""
 
 from __future__ import annotations
 
@@ -8,13 +10,17 @@ import pytest
 
 from taskcell.cluster.pools import Pool, parse_pools
 from taskcell.cluster.provision_core import (
+    ENDED_KEPT,
     Claim,
     Decision,
+    Fact,
     Monotonic,
     Seen,
     Worker,
     decide,
+    waiting,
 )
+from taskcell.cluster.waits import wait
 
 NOW = Monotonic(1000.0)
 ONE_A100 = {"GPU": 1, "GPU-A100": 1}
@@ -41,6 +47,7 @@ def run(
     seen: dict[str, Seen] | None = None,
     asked: dict[str, int] | None = None,
     now: float = NOW,
+    facts: list[Fact] = (),  # type: ignore[assignment]
 ) -> Decision:
     return decide(
         claims=claims,
@@ -49,6 +56,8 @@ def run(
         pools={pool.name: pool},
         asked=asked or {},
         now=Monotonic(now),
+        tag="t",
+        facts=facts,
     )
 
 
@@ -131,15 +140,19 @@ def test_a_worker_without_its_pools_shape_fails_the_waiting_claims_and_retires()
 
 
 @pytest.mark.parametrize(
-    ("fields", "now", "why"),
+    ("facts", "now", "why"),
     [
-        ({"ended": "its process exited with status 2"}, NOW, "its process exited with status 2"),
-        ({}, NOW + 591, "it did not connect within 600 s (start-timeout)"),
+        (
+            [Fact("start-failed", "a-1", "its process exited with status 2")],
+            NOW,
+            "its process exited with status 2",
+        ),
+        ([], NOW + 591, "it did not connect within 600 s (start-timeout)"),
     ],
     ids=["ended", "timed-out"],
 )
-def test_a_worker_that_never_connects_fails_and_is_stopped(fields, now, why):
-    decision = run(a100x2(), claims(1), [worker("a-1", **fields)], now=now)
+def test_a_worker_that_never_connects_fails_and_is_stopped(facts, now, why):
+    decision = run(a100x2(), claims(1), [worker("a-1")], now=now, facts=facts)
     (w,) = decision.workers
     assert (w.state, w.error, w.since) == (
         "failed",
@@ -211,3 +224,114 @@ def test_a_request_for_a_pool_the_kernel_does_not_have_is_declined():
     decision = run(a100x2(), asked={"h100": 1})
     assert decision.start == ()
     assert said(decision) == [("decline", None, "no pool of this name is configured in the kernel")]
+
+
+# -- what the provisioner tells: starts, retirements, stops, closing --------------------------
+
+
+def test_a_start_that_fails_fails_the_worker_naming_what_was_started_and_stops_it():
+    told = [Fact("started", "a-1", "pid 42"), Fact("start-failed", "a-1", "no such flag")]
+    decision = run(a100x2(), claims(1), [worker("a-1")], facts=told)
+    (w,) = decision.workers
+    assert (w.state, w.started, w.since) == ("failed", "pid 42", NOW)
+    assert w.error == "the worker of pool a100x2 (pid 42) failed to start: no such flag"
+    assert decision.failed == (w,) and decision.stop == ("a-1",) and decision.start == ()
+    assert said(decision) == [("fail", "a-1", "no such flag")]
+
+
+def test_a_worker_the_scheduler_lists_connects_whatever_its_start_said():
+    pool = a100x2()
+    seen = {"a-1": Seen(address="tcp://w:1", resources=pool.resources, busy=True)}
+    told = [Fact("start-failed", "a-1", "late"), Fact("started", "a-1", "worker g-1")]
+    (w,) = run(pool, [], [worker("a-1")], seen, facts=told).workers
+    assert (w.state, w.started, w.error) == ("running", "worker g-1", None)
+
+
+def retiring(pool: Pool) -> tuple[Worker, dict[str, Seen]]:
+    w = worker("a-1", "retiring", address="tcp://w:1", since=Monotonic(NOW - 1))
+    return w, {"a-1": Seen(address="tcp://w:1", resources=pool.resources, busy=False)}
+
+
+def test_a_retired_worker_is_leaving_for_a_while_then_forgotten_by_plans():
+    pool = a100x2()
+    w, seen = retiring(pool)
+    assert run(pool, [], [w], seen).leaving == {"tcp://w:1"}
+    decision = run(pool, [], [w], seen, facts=[Fact("retired", "a-1")])
+    (w,) = decision.workers
+    assert (w.state, w.since, w.error) == ("retired", NOW, None)
+    assert decision.leaving == {"tcp://w:1"} and decision.stop == ()
+    assert run(pool, [], [w], now=NOW + 4.9).leaving == {"tcp://w:1"}
+    assert run(pool, [], [w], now=NOW + 5).leaving == set()
+
+
+def test_a_worker_the_scheduler_keeps_runs_on_idle_from_then():
+    pool = a100x2()
+    w, seen = retiring(pool)
+    decision = run(pool, [], [w], seen, facts=[Fact("retire-refused", "a-1")])
+    (w,) = decision.workers
+    assert (w.state, w.since, w.idle_since) == ("running", NOW, NOW)
+    why = "the scheduler kept it: no other worker can take its results"
+    assert said(decision) == [("retire", "a-1", why)] and decision.leaving == set()
+    assert run(pool, [], [w], seen, now=NOW + 59).retire == ()
+    assert run(pool, [], [w], seen, now=NOW + 60).retire == ("a-1",)
+
+
+def test_a_failed_worker_the_scheduler_keeps_is_stopped_anyway():
+    w = worker("a-1", "failed", address="tcp://w:1", error="it advertises GPU=1")
+    decision = run(a100x2(), [], [w], facts=[Fact("retire-refused", "a-1")])
+    assert decision.workers == (w,) and decision.stop == ("a-1",) and decision.log == ()
+
+
+def test_a_stop_that_fails_is_added_to_the_workers_reason():
+    w = worker("a-1", "retired", error="it left the scheduler")
+    (w,) = run(a100x2(), [], [w], facts=[Fact("stop-failed", "a-1", "scancel: no job")]).workers
+    assert w.error == "it left the scheduler (stopping it failed: scancel: no job)"
+
+
+def test_closing_retires_and_stops_every_worker_up_and_starts_none():
+    pool = a100x2(**{"max-workers": 5})
+    up = [worker("a-1"), worker("a-2", "running"), worker("a-3", "retiring")]
+    ended = worker("a-4", "failed", error="it did not connect")
+    decision = run(pool, claims(3), [*up, ended], asked={"a100x2": 1}, facts=[Fact("closing")])
+    assert [(w.state, w.error, w.since) for w in decision.workers[:3]] == [
+        ("retired", "the kernel closed", NOW)
+    ] * 3
+    assert decision.workers[3] == ended
+    assert decision.stop == ("a-1", "a-2", "a-3") and decision.start == decision.retire == ()
+
+
+# -- what is kept, and what starts ------------------------------------------------------------
+
+
+def test_the_last_ended_workers_of_each_pool_are_kept():
+    ended = [worker(f"a-{i}", "retired" if i % 2 else "failed") for i in range(ENDED_KEPT + 3)]
+    up = worker("a-up", "running", address="tcp://w:1")
+    seen = {"a-up": Seen(address="tcp://w:1", resources=a100x2().resources, busy=True)}
+    decision = run(a100x2(), [], [*ended[:2], up, *ended[2:]], seen)
+    assert [w.name for w in decision.workers] == ["a-up"] + [w.name for w in ended[3:]]
+
+
+def test_the_workers_to_start_are_named_by_the_decision_and_start_now():
+    decision = run(a100x2(**{"max-workers": 5}), claims(2, {"GPU": 2, "GPU-A100": 2}))
+    assert decision.launch == (
+        Worker(name="a100x2-t0", pool="a100x2", asked_at=NOW, since=NOW),
+        Worker(name="a100x2-t1", pool="a100x2", asked_at=NOW, since=NOW),
+    )
+    assert decision.workers == decision.launch
+
+
+# -- what a claimed task waits for ------------------------------------------------------------
+
+
+def test_a_claimed_task_waits_on_its_worker_else_for_one_starting_else_for_one_free():
+    pool = a100x2(**{"max-workers": 2})
+    starting = worker("a-2", started="SLURM job 17")
+    running = worker("a-1", "running", address="tcp://w:1")
+    assert waiting(pool, "tcp://w:1", [running], NOW) == wait(
+        "pool-queued", pool="a100x2", where="tcp://w:1"
+    )
+    assert waiting(pool, None, [running, starting], Monotonic(NOW + 2)) == wait(
+        "pool-starting", pool="a100x2", where="SLURM job 17", seconds=12
+    )
+    assert waiting(pool, None, [running], NOW) == wait("pool-busy", pool="a100x2", count=1, total=2)
+    assert waiting(pool, None, [], NOW) == wait("pool-starting", pool="a100x2")
