@@ -243,7 +243,7 @@ class _Shipped:
             self._source(getattr(value, "__wrapped__", value))
         elif _literal(value):
             self.names[id(value)] = name
-            self.parts.append(f"{name} = {value!r}")
+            self.parts.append(f"{name} = {_repr(value)}")
         else:
             raise Unshippable(f"it names {name}, a {type(value).__name__}")
 
@@ -264,6 +264,18 @@ def _names(tree: ast.AST) -> set[str]:
         if isinstance(node, ast.Global):
             found.update(node.names)
     return found
+
+
+def _repr(value: Any) -> str:
+    """``repr(value)``, a frozenset's members in order: a module is written the same each time,
+    whatever the process's hash seed."""
+    if isinstance(value, frozenset):
+        return (
+            f"frozenset({{{', '.join(sorted(_repr(v) for v in value))}}})"
+            if value
+            else "frozenset()"
+        )
+    return repr(value)
 
 
 def _literal(value: Any) -> bool:

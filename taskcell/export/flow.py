@@ -50,7 +50,6 @@ import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from taskcell import config
 from taskcell.errors import SpecError
@@ -65,9 +64,10 @@ from taskcell.export.cell_code import (
 from taskcell.export.codegen import Namer
 from taskcell.export.hoisting import CellImports, Hoisting, future_imports, statement_hoisted
 from taskcell.export.ipython_syntax import Helpers
-from taskcell.export.latch_types import ANY, FRAME_MAKERS, IMMUTABLE, Type, cell_types
 from taskcell.export.notebook import Cell, EnvironmentDef, ExportError, Notebook, problems_error
 from taskcell.export.requests import TaskRequest, dynamic_fields, expression, resolve_request
+from taskcell.export.targets import EXPORT_TARGETS, ExportTarget
+from taskcell.export.value_types import ANY, FRAME_MAKERS, IMMUTABLE, Type, cell_types
 from taskcell.runner.analysis import CellAnalysis
 from taskcell.spec import Environment, Resources
 
@@ -75,14 +75,11 @@ __all__ = [
     "DriverStep",
     "Namer",
     "Step",
-    "Target",
     "TaskStep",
     "TextStep",
     "Workflow",
     "plan_workflow",
 ]
-
-Target = Literal["dask", "flyte", "latch"]
 
 #: Modules whose process-wide state the notebook's cells share (see the module docstring).
 STATE_MODULES = frozenset({"random", "numpy", "pandas", "matplotlib", "sklearn", "seaborn"})
@@ -184,7 +181,7 @@ class TaskStep:
         It reads a module whose process-wide state it may change (see the module docstring).
     types
         The types of its parameters and of the values it returns, as far as the code makes
-        them certain (:mod:`taskcell.export.latch_types`); a name not there is of any type.
+        them certain (:mod:`taskcell.export.value_types`); a name not there is of any type.
     """
 
     cell: Cell
@@ -235,7 +232,7 @@ class Workflow:
         The notebook displays values or captures output: the module makes an IPython shell.
     callables
         How the code calls ``pathlib.Path`` and pandas' DataFrame makers, for the types
-        (:mod:`taskcell.export.latch_types`).
+        (:mod:`taskcell.export.value_types`).
     """
 
     docstring: str
@@ -289,7 +286,7 @@ class _Binding:
 def plan_workflow(
     notebook: Notebook,
     presets: Mapping[str, Resources] | None = None,
-    target: Target = "dask",
+    target: str | ExportTarget = "dask",
 ) -> Workflow:
     """Plan the workflow module of a notebook for a target (see the module docstring).
 
@@ -300,7 +297,8 @@ def plan_workflow(
     presets
         The presets ``%%task`` lines may name; ``taskcell.config.presets()`` by default.
     target
-        ``"dask"``, ``"flyte"`` or ``"latch"``: where a notebook's Dask cluster goes.
+        A name in :data:`~taskcell.export.targets.EXPORT_TARGETS`, or a target itself: the
+        traits the plan follows.
 
     Returns
     -------
@@ -314,7 +312,8 @@ def plan_workflow(
         (``taskcell.platform``), a notebook function using ``global``, a top-level ``await``, a
         value that cannot travel between tasks, IPython syntax a module cannot run.
     """
-    return _NotebookWalk(notebook, config.presets() if presets is None else presets, target).plan()
+    known = EXPORT_TARGETS[target] if isinstance(target, str) else target
+    return _NotebookWalk(notebook, config.presets() if presets is None else presets, known).plan()
 
 
 class _NotebookWalk:
@@ -326,7 +325,7 @@ class _NotebookWalk:
     """
 
     def __init__(
-        self, notebook: Notebook, presets: Mapping[str, Resources], target: Target
+        self, notebook: Notebook, presets: Mapping[str, Resources], target: ExportTarget
     ) -> None:
         self.notebook, self.presets, self.target = notebook, presets, target
         self.helpers = notebook.helpers
@@ -484,10 +483,11 @@ class _NotebookWalk:
         )
 
     def _typed(self, names: Iterable[str]) -> bool:
-        """Whether the types of names a cell binds matter: Flyte types what a task reads;
-        the others need only know an immutable value a task seems to change."""
-        wanted = {"flyte": self.task_reads, "dask": self.task_changes}.get(self.target, set())
-        return not wanted.isdisjoint(names)
+        """Whether the types of names a cell binds matter: those of what a task reads where
+        the target types parameters, else those of what a task changes where it types updates."""
+        target = self.target
+        wanted = self.task_reads if target.types_params else self.task_changes
+        return (target.types_params or target.types_updates) and not wanted.isdisjoint(names)
 
     def _types_of(self, names: Iterable[str]) -> dict[str, Type]:
         """The types known of ``names``: what a cell reading them starts from."""
@@ -519,10 +519,10 @@ class _NotebookWalk:
             self.env_version += 1
 
     def _star(self, cell: Cell, again: bool = True) -> Callable[[str], str] | None:
-        """How ``flyte`` and ``latch`` code runs a star import of ``cell``
-        (:func:`~taskcell.export.standalone.star_import`); None for ``dask``, whose tasks take
-        the driver's globals with them."""
-        if self.target == "dask":
+        """How a task in a process of its own runs a star import of ``cell``
+        (:func:`~taskcell.export.standalone.star_import`); None where tasks are pickled with
+        the driver's globals."""
+        if self.target.ships_functions == "pickle":
             return None
         last = "" if again else ", again=False"
 
@@ -547,7 +547,7 @@ class _NotebookWalk:
         edits: list[Edit] = [(s.lineno, s.end_lineno or s.lineno, []) for s in removed]
         edits += [(s.lineno, s.end_lineno or s.lineno, []) for s in future_imports(tree)]
         edits += function_scope_edits(cell.code, tree, self._star(cell))
-        if setups and self.target != "dask":
+        if setups and not self.target.keeps_cluster:
             edits += self._without_cluster(cell, setups)
         shown = last_value_edit(
             cell.code, tree, cell.analysis.last_expr_silenced, self.helpers("show")
@@ -560,9 +560,9 @@ class _NotebookWalk:
         return code
 
     def _in_driver(self, cell: Cell, tree: ast.Module) -> bool:
-        """A task cell the ``dask`` target runs in the driver: it uses or makes the notebook's
-        Dask cluster, which lives there."""
-        if self.target != "dask":
+        """A task cell run in the driver where the target keeps the notebook's Dask cluster
+        there: it uses or makes that cluster."""
+        if not self.target.keeps_cluster:
             return False
         uses = [n for n in self._needed(cell.analysis.inputs) if n in self.clusters]
         makes = checks.cluster_setups(tree, self._dask_names())
@@ -585,9 +585,9 @@ class _NotebookWalk:
         }
 
     def _without_cluster(self, cell: Cell, setups: list[tuple[ast.stmt, str]]) -> list[Edit]:
-        """Flyte and Latch: the notebook's cluster made again in each task that uses it, of the
-        task's own, with the notebook's arguments (:func:`~taskcell.export.carriers.local_dask`;
-        the notebook's call stays, commented out)."""
+        """The notebook's cluster made again in each task that uses it, of the task's own, with
+        the notebook's arguments (:func:`~taskcell.export.carriers.local_dask`; the notebook's
+        call stays, commented out)."""
         lines = cell.code.splitlines()
         helper = self.helpers("local_dask")
         edits = []
@@ -639,7 +639,7 @@ class _NotebookWalk:
             if binding and binding.kind == "module" and not binding.in_driver:
                 run_imports.append(binding.import_text or "")
                 binding.in_driver = True
-        if self.target == "latch":
+        if self.target.checks_travel:
             self._check_travel(cell, reads)
         if code.strip() or run_imports:
             changes = self._changes_state(cell)
@@ -761,7 +761,7 @@ class _NotebookWalk:
         # Resource expressions need values, and so do notebook functions' closures.
         through_functions = self._needed(p for p in params if p in self.definitions)
         changed_through = self._changed_through(through_functions)
-        if changed_through and self.target == "flyte":
+        if changed_through and self.target.ships_functions == "copy":
             by_function: dict[str, list[str]] = {}
             for name, function in changed_through.items():
                 by_function.setdefault(function, []).append(name)
@@ -772,7 +772,7 @@ class _NotebookWalk:
                 for function, names in by_function.items()
             ]
             return None
-        if self.target == "dask":  # one pickle carries the function and the name: one object
+        if self.target.ships_functions == "pickle":  # one pickle: the function and the name
             params += [name for name in changed_through if name not in params]
         needs = tuple(
             n
@@ -820,7 +820,7 @@ class _NotebookWalk:
             if n not in updates
             and (
                 self._read_later(cell, n)
-                or (self.target != "flyte" and n not in unsure and n not in generators)
+                or (self.target.returns_results and n not in unsure and n not in generators)
             )
         ]
         for name in returns:
@@ -829,7 +829,7 @@ class _NotebookWalk:
                     f"{cell.label}: binds {name!r} to a generator, which cannot travel from a "
                     f"task, and a later cell reads it. Bind a list instead ({name} = [...])"
                 )
-        typed = self.target == "flyte" or self._typed(returns)  # Flyte types what tasks return
+        typed = self.target.types_returns or self._typed(returns)
         found = cell_types(tree, types, self.callables) if typed else {}
         for name in (*updates, *returns):
             types[name] = found.get(name, _changed(types.get(name, ANY)))
@@ -860,7 +860,7 @@ class _NotebookWalk:
 
 def _callables(import_texts: Mapping[str, str]) -> frozenset[str]:
     """How the code calls ``pathlib.Path`` and pandas' DataFrame makers
-    (:mod:`taskcell.export.latch_types`): ``Path``, ``pd.DataFrame``, ``pd.read_csv``..."""
+    (:mod:`taskcell.export.value_types`): ``Path``, ``pd.DataFrame``, ``pd.read_csv``..."""
     found = {"pathlib.Path"}
     for name, text in import_texts.items():
         module = checks.imported_module(text)

@@ -41,7 +41,6 @@ from fractions import Fraction
 
 from taskcell.export.codegen import CellsCode, Namer, docstring, indent, module_source
 from taskcell.export.flow import DriverStep, TaskStep, TextStep, Workflow
-from taskcell.export.latch_types import ANY, Type, has_path, is_known
 from taskcell.export.notebook import ExportError
 from taskcell.export.render import (
     ImportBlock,
@@ -51,6 +50,7 @@ from taskcell.export.render import (
     global_lines,
     helpers,
 )
+from taskcell.export.value_types import ANY, Type, has_path, is_known
 from taskcell.spec import GPU, TPU, Device, Resources, format_quantity
 from taskcell.spec.devices import DEVICES
 

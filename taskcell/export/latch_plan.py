@@ -5,7 +5,7 @@ placeholders, so every line of the notebook that computes must run in a task. Fr
 workflow plan (:mod:`taskcell.export.flow`) this module decides, cell by cell:
 
 - **Parameters.** A top-level ``NAME = LITERAL`` in a code cell (a constant, a list or dict of
-  them, ``Path("...")``; see :func:`~taskcell.export.latch_types.literal_type`), on lines of its
+  them, ``Path("...")``; see :func:`~taskcell.export.value_types.literal_type`), on lines of its
   own, binding a name no other statement binds, becomes a typed parameter of the workflow with
   the notebook's value as its default (a path has none: Latch asks for the file).
 - **Module-level code.** A function, class or lambda a code cell defines moves to the top of the
@@ -29,7 +29,7 @@ workflow plan (:mod:`taskcell.export.flow`) this module decides, cell by cell:
 - **Results.** A name whose last binding no later cell reads, and whose type is known, is an
   output of the workflow, named after it.
 
-Types come from :mod:`taskcell.export.latch_types`; a value of unknown type travels as a pickle.
+Types come from :mod:`taskcell.export.value_types`; a value of unknown type travels as a pickle.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ from taskcell.export.flow import (
     Workflow,
 )
 from taskcell.export.hoisting import alias_text
-from taskcell.export.latch_types import (
+from taskcell.export.notebook import Cell
+from taskcell.export.value_types import (
     ANY,
     IMMUTABLE,
     Type,
@@ -59,7 +60,6 @@ from taskcell.export.latch_types import (
     is_known,
     literal_type,
 )
-from taskcell.export.notebook import Cell
 from taskcell.runner.analysis import analyze_cell, analyze_statements
 
 __all__ = ["LatchPlan", "LatchTask", "Param", "listed", "plan_latch"]

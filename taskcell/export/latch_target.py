@@ -2,7 +2,7 @@
 
 The module holds one ``@workflow`` whose typed parameters are the notebook's literal inputs and
 whose tasks are its cells (see :mod:`taskcell.export.latch_plan` for how cells become tasks,
-parameters and module-level code, and :mod:`taskcell.export.latch_types` for the types). It
+parameters and module-level code, and :mod:`taskcell.export.value_types` for the types). It
 imports the Latch SDK and the notebook's own imports, never taskcell: what it needs of taskcell
 (Latch's units for a computed request) is copied in as source (:mod:`taskcell.export.standalone`).
 
@@ -43,9 +43,9 @@ from taskcell.errors import SpecError
 from taskcell.export.codegen import CellsCode, Namer, docstring, module_source, parses
 from taskcell.export.flow import TaskStep, Workflow
 from taskcell.export.latch_plan import LatchPlan, LatchTask, Param, listed, plan_latch
-from taskcell.export.latch_types import ANY, Type, has_path, path_shape
 from taskcell.export.notebook import ExportError
 from taskcell.export.render import ImportBlock, function, helpers
+from taskcell.export.value_types import ANY, Type, has_path, path_shape
 from taskcell.spec import BUILTIN_PRESETS, GPU, LATCH, Expression, Resources, check_limits
 from taskcell.spec.devices import DEVICES
 
@@ -324,7 +324,7 @@ class _LatchWriter:
 
 def _path_text(node: ast.expr | None) -> str:
     """The string in a ``Path("...")`` literal."""
-    assert isinstance(node, ast.Call)  # a path parameter's value: see latch_types.literal_type
+    assert isinstance(node, ast.Call)  # a path parameter's value: see value_types.literal_type
     return str(ast.literal_eval(node.args[0]))
 
 

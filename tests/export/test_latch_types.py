@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from taskcell.export.latch_types import ANY, Type, cell_types, infer, literal_type
+from taskcell.export.value_types import ANY, Type, cell_types, infer, literal_type
 
 PATHS = frozenset({"Path", "pathlib.Path"})
 INT, FLOAT, STR, BOOL = Type("int"), Type("float"), Type("str"), Type("bool")

@@ -1,8 +1,8 @@
-"""The types of a notebook's values, read from its code, for typed Latch (Flyte) interfaces.
+"""The types of a notebook's values, read from its code, for the targets' typed interfaces.
 
-Latch registers a workflow by its typed interface: int, float, str, bool, lists and dicts of
-them, and files and directories (``LatchFile``, ``LatchDir``). This module infers those types
-from the code alone, without running it, and only where the code makes them certain:
+Typed targets declare int, float, str, bool, lists and dicts of them, DataFrames (Flyte), and
+files and directories (Latch). This module infers those types from the code alone, without
+running it, and only where the code makes them certain:
 
 - constants, f-strings, list and dict displays (dict keys must be strings, as Flyte's are);
 - ``len``, ``int``, ``float``, ``str``, ``bool``, ``round(x)`` (an int), ``round(float, n)``,
@@ -17,7 +17,7 @@ from the code alone, without running it, and only where the code makes them cert
   caller names pandas' functions in ``path_names`` (``"pd.DataFrame"``).
 
 Anything else (a call to a notebook function or a library, a tuple, a set, ``None``, a name
-bound in a loop or a branch) is :data:`ANY`, which Flyte carries as a pickle. A union is kept
+bound in a loop or a branch) is :data:`ANY`, which a target carries as a pickle. A union is kept
 only of distinct ints, floats and strings (``[1, 2.5]`` is ``List[Union[int, float]]``, each
 item keeping its type); a bool mixed with anything else is :data:`ANY`, since ``True`` is an int.
 """
