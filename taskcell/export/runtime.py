@@ -87,8 +87,10 @@ class Pending:
         process_state.apply(outcome.changed)
         _set_environ(outcome.environ)
         values, updates = outcome.values, inplace.Updates()
+        changed = {i: (old, values[i]) for i, old in enumerate(olds) if i not in outcome.unchanged}
+        taken = updates.update_all(changed)
         for i, old in enumerate(olds):
-            if i in outcome.unchanged or updates.update(old, values[i]):
+            if i not in changed or taken[i]:
                 values[i] = old
         values[len(olds) :] = map(updates.resolved, values[len(olds) :])
         return tuple(values) if self.returns > 1 else values[0]

@@ -31,6 +31,8 @@ T = TypeVar("T")
 
 #: Seconds between two looks at the scheduler and the worker while a result comes back.
 LOOK_EVERY = 0.5
+#: Seconds after which a worker no cell asks about any more is forgotten.
+FORGET_AFTER = 600.0
 _CONSEQUENCE = "nothing was written back"
 
 
@@ -86,6 +88,7 @@ def _worker_answers(client: Client, worker: str, since: float) -> float:
     key = (client.id, worker)
     asked: concurrent.futures.Future | None = None
     with _lock:
+        _forget_idle(time.monotonic() - FORGET_AFTER)
         if key not in _asking or _asking[key].done():
             loop = getattr(client.loop, "asyncio_loop")  # noqa: B009 (tornado's IOLoop, untyped)
             asked = _asking[key] = asyncio.run_coroutine_threadsafe(
@@ -108,6 +111,15 @@ def _worker_answers(client: Client, worker: str, since: float) -> float:
 _asking: dict[tuple[str, str], concurrent.futures.Future] = {}
 _answers: dict[tuple[str, str], float] = {}
 _lock = threading.Lock()
+
+
+def _forget_idle(before: float) -> None:
+    """Forget the workers no cell has asked about since ``before`` (with the lock held): a
+    waiting cell asks every :data:`LOOK_EVERY` seconds, and workers come and go."""
+    idle = [k for k, asked in _asking.items() if asked.done() and _answers.get(k, 0) < before]
+    for key in idle:
+        del _asking[key]
+        _answers.pop(key, None)
 
 
 def _answered(key: tuple[str, str], asked: concurrent.futures.Future) -> None:

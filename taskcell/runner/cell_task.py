@@ -54,7 +54,7 @@ from taskcell.runner.remote import run_cell
 from taskcell.runner.remote_value import RemoteValue
 from taskcell.runner.stopping import stop_cell
 from taskcell.runner.writeback import Sent
-from taskcell.spec import Resources, parse_quantity
+from taskcell.spec import Resources, parse_quantity, resource_key
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -150,7 +150,7 @@ def submit_cell(
         state=process_state.capture(),
     )
     record = TaskRecord(key=key, cell=name, request=request, source=cell.body)
-    expected = crossing.expect(key, inputs.parts)
+    expected = crossing.expect(key, inputs.parts, namespace)
     inbox = events.listen(client, key)
     future = client.submit(
         run_cell, job, inputs.remote, key=key, resources=placement.resources or None, pure=False
@@ -187,7 +187,7 @@ def _gpu_count(request: Resources, resources: dict[str, float]) -> int | None:
     """Whole GPUs the cell's process is given: what ``GPU`` reserves (``gpu=2`` or
     ``--resources GPU=2``); None where other accelerators (MIG, TPU) are asked for, which the
     process then sees as the worker does."""
-    gpus = int(sum(v for k, v in resources.items() if k.casefold() == "gpu"))
+    gpus = int(sum(v for k, v in resources.items() if resource_key(k) == resource_key("GPU")))
     return None if gpus == 0 and request.gpu is not None else gpus
 
 

@@ -264,25 +264,27 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
         # changed unseen.
         data = [n for n in noted if n in snapshot.judged()]
         left = [n for n in data if n not in result.changed]
-        refs = crossing.references(job.key, noted, left, [n for n in data if n not in left])
-    returned, sent = _returned(result, refs)
+        refs = crossing.references(
+            job.key, noted, snapshot.objects, left, [n for n in data if n not in left]
+        )
+    returned, sent = _returned(result, refs, crossing.Home(job.key, namespace))
     sizes = {n: size for n, size in sizes.items() if n in sent.outputs}
     changed_sizes = {n: size for n, size in changed_sizes.items() if n in sent.changed}
     return ("done", returned, usage, sizes, changed_sizes)
 
 
 def _returned(
-    result: CellResult, refs: crossing.References
+    result: CellResult, refs: crossing.References, home: crossing.Home
 ) -> tuple[crossing.Returned, CellResult]:
     """``result`` as it crosses back, and what of it was sent: what the cell received and left
     as it was, as references to the notebook's own objects (none where a value stays on the
     worker, over the kernel's threshold, where a later cell reads it); what cannot be
     pickled, named and left out."""
     try:
-        return crossing.Returned.of(result, refs), result
+        return crossing.Returned.of(result, refs, home), result
     except Exception:
         sendable = _sendable(result)
-        return crossing.Returned.of(sendable, refs), sendable
+        return crossing.Returned.of(sendable, refs, home), sendable
 
 
 def _environ() -> dict[bytes, bytes]:
@@ -414,6 +416,9 @@ def serve(channel: Channel, warming: threading.Thread | None = None) -> None:
             reply = run(job, outbox, channel.written)
         except KeyboardInterrupt:
             reply = ("interrupted",)
+        except Exception as e:  # taskcell's own failure: the cell's error, not this process's end
+            why = f"taskcell could not bring the cell's result back: {type(e).__name__}: {e}\n"
+            reply = ("error", why, type(e).__name__)
         outbox.send(reply)
         del job, reply  # the next cell's peak memory must not hold this one's values
         release()  # while no cell waits: the next one need not pay for it

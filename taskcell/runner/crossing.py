@@ -181,6 +181,8 @@ class ValuePickler(Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if getattr(obj, "__code__", None) is _SINGLEDISPATCH:  # its cache holds weak references
             return (_singledispatch, (obj.__wrapped__, dict(obj.registry)))
+        if type(obj) is functools.cached_property:  # Python 3.11's holds a lock
+            return (_cached_property, (obj.func, obj.attrname))
         reduced = super().reducer_override(obj)
         if (
             isinstance(obj, type)
@@ -188,10 +190,25 @@ class ValuePickler(Pickler):
             and isinstance(reduced, tuple)
             and reduced[0] is _cp._make_skeleton_class
         ):
-            kind, name, bases, type_kwargs, *more = reduced[1]
-            made = (kind, name, bases, {**type_kwargs, "__slots__": vars(obj)["__slots__"]}, *more)
-            reduced = (reduced[0], made, *reduced[2:])
+            reduced = (_slotted_class, (vars(obj)["__slots__"], *reduced[1]), *reduced[2:])
         return reduced
+
+
+def _slotted_class(
+    slots: Any, kind: type, name: str, bases: tuple, kwargs: dict, *more: Any
+) -> type:
+    """cloudpickle's skeleton of a class, made with its ``__slots__`` where its bases let a
+    class body name them (``typing.NamedTuple``'s make their own, and refuse the name)."""
+    try:
+        return _cp._make_skeleton_class(kind, name, bases, {**kwargs, "__slots__": slots}, *more)
+    except (AttributeError, TypeError):
+        return _cp._make_skeleton_class(kind, name, bases, kwargs, *more)
+
+
+def _cached_property(func: Any, name: str | None) -> functools.cached_property:
+    made = functools.cached_property(func)
+    made.attrname = name
+    return made
 
 
 #: The code of every ``functools.singledispatch`` wrapper.
@@ -258,18 +275,46 @@ class CellPickler(ValuePickler):
         return (*reduced[:5], _notebook_class_setstate)
 
     def _notebook_function(self, func: types.FunctionType) -> tuple:
-        _, args, (state, slots), *_ = self._dynamic_function_reduce(func)
-        code, _globals, name, defaults, closure = args
-        # The globals it reads travel as the cell's inputs and are found in its namespace.
+        return _namespace_function(self, func, _notebook_function, _token(func), False)
+
+
+def _namespace_function(
+    pickler: Any, func: types.FunctionType, make: Callable, key: str, globals_read: bool
+) -> tuple:
+    """The reduction of a function that reads a namespace as its globals, made on arrival by
+    ``make(key, ...)`` reading the namespace there. ``globals_read``: the values of the globals
+    it reads travel too, for a namespace that may lack them yet (:func:`_namespace_setstate`);
+    else they are values of the namespace there already, or travel as such."""
+    _, args, (state, slots), *_ = pickler._dynamic_function_reduce(func)
+    code, _globals, name, defaults, closure = args
+    if not globals_read:
         slots = {**slots, "__globals__": {}}
-        return (
-            _notebook_function,
-            (_token(func), code, name, defaults, closure),
-            (state, slots),
-            None,
-            None,
-            _cp._function_setstate,
-        )
+    return (
+        make,
+        (key, code, name, defaults, closure),
+        (state, slots),
+        None,
+        None,
+        _namespace_setstate,
+    )
+
+
+def _namespace_setstate(func: types.FunctionType, state: tuple) -> None:
+    """cloudpickle's state of a function, set where it reads a namespace not its own: of the
+    globals it read, only those the namespace lacks yet are added (a module the cell
+    imported, read while the cell's result loads); the namespace's own bindings stay,
+    ``__builtins__`` included."""
+    attributes, slots = state
+    func.__dict__.update(attributes)
+    for name, value in slots.pop("__globals__").items():
+        func.__globals__.setdefault(name, value)
+    closure = slots.pop("__closure__")
+    slots.pop("_cloudpickle_submodules")
+    for cell, sent in zip(func.__closure__ or (), closure or (), strict=True):
+        with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
+            cell.cell_contents = sent.cell_contents
+    for name, value in slots.items():
+        setattr(func, name, value)
 
 
 def _is_notebook_function(obj: Any, namespace: Mapping[str, Any]) -> bool:
@@ -416,6 +461,15 @@ def _cached(func: Any, maxsize: int | None, typed: bool) -> Any:
 
 
 @dataclass(frozen=True)
+class Home:
+    """Where a cell ran: its key, and (in its process) its namespace, whose functions come back
+    reading the notebook's namespace, as functions the cell defined there would."""
+
+    cell: str
+    namespace: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class References:
     """What a cell's result sends as references to the notebook's objects (in the cell's
     process): ``objects``, by id, the reference to each object the cell received and left as
@@ -430,13 +484,18 @@ class References:
 
 class _ViewPickler(ValuePickler):
     """A cell's result where no object is sent by reference: a numpy view of an array the
-    cell received goes as a view of the notebook's array (:class:`References`)."""
+    cell received goes as a view of the notebook's array (:class:`References`), and a
+    function reading the cell's namespace, wherever the result holds it, comes to read the
+    notebook's (:func:`_home_function`)."""
 
-    def __init__(self, file: Any, refs: References, **kwargs: Any) -> None:
+    def __init__(self, file: Any, refs: References, home: Home, **kwargs: Any) -> None:
         super().__init__(file, protocol=5, **kwargs)
         self.refs = refs
+        self.home = home
 
     def reducer_override(self, obj: Any) -> Any:
+        if self.home.namespace is not None and _is_notebook_function(obj, self.home.namespace):
+            return _namespace_function(self, obj, _home_function, self.home.cell, True)
         if self.refs.arrays and _is_ndarray(obj) and obj.base is not None:
             for ref, received in self.refs.arrays.get(id(_root(obj)), ()):
                 if received is not obj and _within(obj, received):
@@ -489,12 +548,13 @@ class Returned:
         self._opened: Any = _MISSING
 
     @classmethod
-    def of(cls, value: Any, refs: References) -> Returned:
-        """``value`` pickled, with ``refs`` as references (:func:`references`)."""
+    def of(cls, value: Any, refs: References, home: Home) -> Returned:
+        """``value`` pickled, with ``refs`` as references (:func:`references`), its functions
+        of ``home``'s namespace made to read the notebook's."""
         stream = io.BytesIO()
         buffers: list[pickle.PickleBuffer] = []
         kind = _ReturningPickler if refs.objects else _ViewPickler
-        kind(stream, refs, buffer_callback=buffers.append).dump(value)
+        kind(stream, refs, home, buffer_callback=buffers.append).dump(value)
         return cls(stream.getvalue(), [b.raw() for b in buffers])
 
     def open(self) -> Any:
@@ -514,23 +574,40 @@ class Expected:
     submission holds this, references the cell sends back load as the notebook's own objects
     (elsewhere they cannot open)."""
 
-    __slots__ = ("__weakref__", "functions", "objects")
+    __slots__ = ("__weakref__", "functions", "namespace", "objects")
 
-    def __init__(self, objects: dict[tuple[str, int], Any], functions: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        objects: dict[tuple[str, int], Any],
+        functions: dict[str, Any],
+        namespace: Mapping[str, Any],
+    ) -> None:
         self.objects = objects
         #: The notebook functions sent to cells, by token: one redefined meanwhile still is.
         self.functions = functions
+        #: The notebook's namespace: the globals of the functions the cell made.
+        self.namespace = namespace
 
 
 _expected: weakref.WeakValueDictionary[str, Expected] = weakref.WeakValueDictionary()
 
 
-def expect(cell: str, parts: Mapping[str, Sealed]) -> Expected:
-    """What the cell ``cell`` was sent as ``parts`` (part name -> sealed), known until the
-    returned object is let go."""
+def expect(cell: str, parts: Mapping[str, Sealed], namespace: Mapping[str, Any]) -> Expected:
+    """What the cell ``cell`` was sent from ``namespace`` as ``parts`` (part name -> sealed),
+    known until the returned object is let go."""
     objects = {(p, i): obj for p, sealed in parts.items() for i, obj in sealed.objects.items()}
-    expected = _expected[cell] = Expected(objects, dict(_functions.items()))
+    expected = _expected[cell] = Expected(objects, dict(_functions.items()), namespace)
     return expected
+
+
+def _home_function(
+    cell: str, code: types.CodeType, name: str, defaults: Any, closure: Any
+) -> types.FunctionType:
+    """A function the cell made, reading the notebook's namespace where the kernel opens it
+    (elsewhere, a worker keeping an output, a namespace of its own)."""
+    sent = _expected.get(cell)
+    namespace = sent.namespace if sent is not None else {"__name__": "__main__"}
+    return types.FunctionType(code, namespace, name, defaults, closure)  # type: ignore[arg-type]
 
 
 def _received(cell: str, part: str | None, index: Any) -> Any:
@@ -543,22 +620,25 @@ def _received(cell: str, part: str | None, index: Any) -> Any:
 def references(
     cell: str,
     noted: Mapping[str, tuple[str, dict[int, Any]]],
+    inputs: Mapping[str, Any],
     unchanged: Iterable[str],
     changed: Iterable[str],
 ) -> References:
     """In the cell's process: the references its result sends (:class:`References`) to the
     notebook functions it received (what a call changes of them comes apart:
-    :class:`DefinitionsSnapshot`), to the objects first made for the inputs ``unchanged``
-    (and so all they hold), and to the arrays of those and of ``changed`` (whose new values
-    the notebook's arrays take in place), from ``noted`` (name -> its part and its objects by
+    :class:`DefinitionsSnapshot`), to the objects of the ``inputs`` named ``unchanged`` (all
+    they hold), and to the arrays of those and of ``changed`` (whose new values the
+    notebook's arrays take in place), from ``noted`` (name -> its part and its objects by
     memo index, as :meth:`Sealed.open` noted them)."""
     refs = References({id(f): ((cell, None, token), f) for f, token in _cell_functions.values()})
     for name in unchanged:
-        part, objects = noted[name]
         refs.objects.update(
-            (id(obj), ((cell, part, index), obj))
-            for index, obj in objects.items()
-            if not _is_code(obj)  # found by name (a reduction calls it), or by its token
+            (id(obj), ((cell, *place), obj))
+            for place, obj in _held(inputs[name], noted[name], noted)
+            # Code is found by name (a reduction calls it) or by its token. A string has no
+            # identity worth keeping, and a reference is made of strings: one noted (the
+            # part's name "", say) would stand for itself without end.
+            if not (_is_code(obj) or isinstance(obj, (str, bytes)))
         )
     for name in [*unchanged, *changed]:
         part, objects = noted[name]
@@ -566,6 +646,27 @@ def references(
             if _is_ndarray(obj) and _arrived_out_of_band(obj):
                 refs.arrays.setdefault(id(_root(obj)), []).append(((cell, part, index), obj))
     return refs
+
+
+def _held(
+    value: Any, own: tuple[str, dict[int, Any]], noted: Mapping[str, tuple[str, dict[int, Any]]]
+) -> list[tuple[tuple[str, int], Any]]:
+    """The noted objects ``value`` holds, itself included, by part and memo index: those first
+    made for it, or, where an input that came before it holds it (``lst = [fs]`` and ``fs``),
+    those its pickle meets."""
+    part, objects = own
+    if any(obj is value for obj in objects.values()):
+        return [((part, index), obj) for index, obj in objects.items()]
+    pickler = ValuePickler(io.BytesIO(), protocol=5, buffer_callback=lambda _: False)
+    with contextlib.suppress(Exception):  # what it met before failing is still held
+        pickler.dump(value)
+    met = pickler.memo.copy()
+    return [
+        ((part, index), obj)
+        for part, objects in noted.values()
+        for index, obj in objects.items()
+        if id(obj) in met
+    ]
 
 
 def _arrived_out_of_band(array: Any) -> bool:
@@ -606,10 +707,12 @@ class Definitions:
 
 
 def _class_data(cls: type) -> dict[str, Any]:
+    """What a cell may change of a class: not its code, nor Python's names (``__x__``) and
+    enum's (``_x_``: its members' caches, which a composite flag grows)."""
     return {
         k: v
         for k, v in vars(cls).items()
-        if not (k.startswith("__") and k.endswith("__"))
+        if not (k.startswith("_") and k.endswith("_"))
         and not isinstance(v, (types.FunctionType, staticmethod, classmethod, property))
         and not callable(v)
     }

@@ -14,9 +14,12 @@ from __future__ import annotations
 import collections
 import collections.abc
 import copyreg
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from taskcell.runner.remote_value import RemoteValue
+
+K = TypeVar("K")
 
 #: How deep into containers and attributes parts are updated in place; deeper, they are replaced.
 _DEPTH = 32
@@ -40,40 +43,57 @@ class Updates:
         """:func:`update`, remembering what matched what."""
         return _update(old, new, self._memo, 0) is old
 
+    def update_all(self, pairs: Mapping[K, tuple[Any, Any]]) -> dict[K, bool]:
+        """:meth:`update` of each ``(old, new)`` by key, a library's objects first: taken in
+        place only at the top, they are then matched where a container holds them too
+        (``d = {"s": series}``), and the container keeps the notebook's own object."""
+        order = sorted(pairs, key=lambda key: _is_part_kept(pairs[key][0]))
+        return {key: self.update(*pairs[key]) for key in order}
+
     def resolved(self, new: Any) -> Any:
         """The notebook's object ``new`` was matched with, or ``new`` itself, its parts that
-        were matched replaced by the notebook's (``k = Node(parent=kid)``, ``kid`` changed)."""
+        were matched replaced by the notebook's (``k = Node(parent=kid)``, ``kid`` changed;
+        a tuple holding one is made again, as the cell's would hold the notebook's)."""
         if id(new) in self._memo:
             return self._memo[id(new)]
-        if self._memo:
-            _replace_parts(new, self._memo, set(), 0)
-        return new
+        return _replace_parts(new, self._memo, set(), 0) if self._memo else new
 
 
-def _replace_parts(value: Any, memo: dict[int, Any], seen: set[int], depth: int) -> None:
-    """Put the notebook's object where ``value`` (a new object) holds one matched with it,
-    through the containers and objects :func:`_update` changes in place."""
+def _replace_parts(value: Any, memo: dict[int, Any], seen: set[int], depth: int) -> Any:
+    """``value`` (a new object) holding the notebook's object where it holds one matched with
+    it, through the containers and objects :func:`_update` changes in place: changed in place,
+    or, a tuple, made again."""
+    if id(value) in memo:
+        return memo[id(value)]
     if depth > _DEPTH or id(value) in seen or not _is_part_kept(value) or _is_ndarray(value):
-        return
+        return value
     seen.add(id(value))
+    if isinstance(value, tuple):
+        parts = [_replace_parts(part, memo, seen, depth + 1) for part in value]
+        if all(p is q for p, q in zip(parts, value, strict=True)):
+            return value
+        if type(value) is tuple:
+            return tuple(parts)
+        return value._make(parts) if hasattr(value, "_make") else value  # a namedtuple
     if isinstance(value, (list, collections.deque)):
         slots: Any = enumerate(list(value))
+        target: Any = value
     elif isinstance(value, dict):
-        slots = list(value.items())
-    elif isinstance(value, (tuple, set)):  # their parts may hold one; they keep their own
+        slots, target = list(value.items()), value
+    elif isinstance(value, set):
         for part in value:
             _replace_parts(part, memo, seen, depth + 1)
-        return
+        return value
     elif hasattr(value, "__dict__"):
-        value = vars(value)
-        slots = list(value.items())
+        target = vars(value)
+        slots = list(target.items())
     else:
-        return
+        return value
     for key, part in slots:
-        if id(part) in memo:
-            value[key] = memo[id(part)]
-        else:
-            _replace_parts(part, memo, seen, depth + 1)
+        replaced = _replace_parts(part, memo, seen, depth + 1)
+        if replaced is not part:
+            target[key] = replaced
+    return value
 
 
 def _update(old: Any, new: Any, memo: dict[int, Any], depth: int) -> Any:

@@ -51,9 +51,10 @@ def write_back(
     notes = []
     bound = {*result.outputs, *result.aliases, *result.shared}
     updates = inplace.Updates()
+    taken = updates.update_all({n: (sent.objects[n], new) for n, new in result.changed.items()})
     for name, new in result.changed.items():
         old = sent.objects[name]
-        if updates.update(old, new):
+        if taken[name]:
             continue
         others = [n for n, v in namespace.items() if v is old and n != name]
         if name not in bound and name not in sent.deleted and may_bind(name):

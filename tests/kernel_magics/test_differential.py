@@ -815,6 +815,41 @@ SHAPES = {
         "b.x = 3\nb.y.append(1)\nc = B(1, [2])",
         "print(b, c, isinstance(c, A), type(c) is B)",
     ),
+    "lambda_in_an_input": (
+        "class K:\n    def f(self): return 1\nk = K()\nbase = 10",
+        "k.f = lambda: base + 2\nr = k.f()",
+        "base = 20\nprint(k.f(), r, K().f())",
+    ),
+    "typing_namedtuple": (
+        "from typing import NamedTuple\nclass P(NamedTuple):\n    x: int\n    y: int = 0\np = P(1)",
+        "q = p._replace(y=3)\nt = P(5, 6)",
+        "print(p, q, t, type(t) is P)",
+    ),
+    "series_in_a_dict": (
+        "s = pd.Series([1, 2, 3])\nd = {'s': s}",
+        "d['s'][0] = 100\nt = int(s.sum())",
+        "print(s.tolist(), t, d['s'] is s)",
+    ),
+    "cached_property": (
+        "class S:\n    @functools.cached_property\n    def big(self): return [1, 2]\ns = S()",
+        "s.big.append(3)\nv = s.big",
+        "print(s.big, v is s.big)",
+    ),
+    "composite_flag": (
+        "class Perm(enum.IntFlag):\n    R = 4\n    W = 2\np = Perm.R",
+        "p |= Perm.W\nq = Perm.R | Perm.W",
+        "print(p, q, p == q, Perm(6))",
+    ),
+    "a_new_tuple_holding_a_changed_input": (
+        "a = [1]\nb = {'k': 1}",
+        "t = (a, b)\nb['k'] = 2",
+        "print(t, t[0] is a, t[1] is b)",
+    ),
+    "an_input_held_by_a_changed_input": (
+        "fs = frozenset({(1, 2), (3, 4)})\nlst = [fs]",
+        "lst.append(frozenset({(5, 6)}))\nu = fs | {(7, 8)}",
+        "print(lst, sorted(u), lst[0] is fs)",
+    ),
 }
 
 
