@@ -239,17 +239,17 @@ class TaskMagics(Magics):
         ns: dict,
     ) -> AutoChoice:
         """``--probe``: auto's choice from the cell's peak on samples of its inputs, each run as
-        a task with the request auto chose without it; where the probe finds nothing, one line
-        says why and that choice stands (``static``, or the SpecError that found none)."""
+        a task with the request sized for its largest sample (``probe_request``); where the
+        probe finds nothing, one line says why and the choice made without it stands
+        (``static``, or the SpecError that found none)."""
         from taskcell import config
         from taskcell.cluster import connect
-        from taskcell.planner.probe import probed_choice
+        from taskcell.planner.probe import probe_request, probed_choice
         from taskcell.runner.execution import measure_cell
-        from taskcell.spec import Resources
 
         count = _cell_number(self._ipython)
         source = self._source(line, cell, count)
-        asked = Resources() if isinstance(static, SpecError) else static.request
+        asked = probe_request(plan, static, source.body, ns, source.transform)
         presets = lambda: {**config.presets(), "auto": asked}  # noqa: E731
         request = build_request(parsed, presets, self.environments, ns)
         status = _StatusLine()

@@ -6,9 +6,12 @@ libraries) plus the memory each past run used per byte of its input, so four tim
 asks for about four times the memory above the base, an eighth of it far less, and a cell that
 streams its input stays small however large it grows. Runs whose inputs differ at least
 :data:`SPREAD` times fit their own base and slope; runs too small to show how the memory grows
-take the planner's factor for the growth. Without past runs, the planner's estimate of what the
-cell reads (:mod:`.estimate`) decides. Either way the request holds the expected peak with
-:data:`~taskcell.planner.rightsize.HEADROOM` to spare.
+take the planner's factor for the growth. Arrays the planner sizes by their shapes scale as their
+shapes grow (a pairwise product of four times the rows needs sixteen times the memory), and a
+cell that reads more now than every past run counts only the least base a recorded peak holds.
+Without past runs, the planner's estimate of what the cell reads (:mod:`.estimate`) decides.
+Either way the request holds the expected peak with :data:`~taskcell.planner.rightsize.HEADROOM`
+to spare.
 
 The runner's task records carry no input size, so the size each run read is noted when its
 request is chosen (:func:`note_input`) and found again by the record's source and submission
@@ -232,8 +235,9 @@ def _from_history(
     runs_text = f"{n} past run{'s' if n != 1 else ''} of this cell"
     if size is not None and any(s > 0 for s, _ in sized):
         if estimate is not None:
-            base = estimate.base
+            sized, base, said = _scaling(estimate, sized, size)
             per_byte = (estimate.memory - estimate.base) / max(estimate.size, 1)
+            runs_text += said
         else:
             prof = get_profile(profile)
             base, per_byte = prof.base_memory, prof.memory_per_byte
@@ -250,6 +254,24 @@ def _from_history(
         f"with {HEADROOM - 1:.0%} to spare"
     )
     return AutoChoice(preset=preset, request=request, basis="history", reason=reason, memory=need)
+
+
+def _scaling(
+    estimate: Estimate, sized: list[tuple[int, int]], size: int
+) -> tuple[list[tuple[int, int]], int, str]:
+    """Past runs' ``(input, peak)`` as the estimate grows, the memory that does not grow, and
+    words for how that differs from the input and the estimate's base.
+
+    Each input counts as the input whose memory grows in proportion to what the cell's
+    operations need at it (:meth:`~taskcell.planner.estimate.Estimate.in_proportion`). Where
+    the cell reads more now than every past run, the base is the least one
+    (:attr:`~taskcell.planner.estimate.Estimate.least_base`): each byte a base overstates
+    would take one from the memory grown for every time the input grew."""
+    grown = [(estimate.in_proportion(s), p) for s, p in sized]
+    said = " (scaled as its arrays sized by their shapes grow)" if grown != sized else ""
+    if size > max(s for s, _ in sized):
+        return grown, estimate.least_base, said
+    return grown, estimate.base, said
 
 
 def _from_estimate(estimate: Estimate, catalogue: dict[str, Resources], workers: Any) -> AutoChoice:

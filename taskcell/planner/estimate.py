@@ -46,6 +46,8 @@ MiB = 1 << 20
 
 #: An interpreter running taskcell's cell loop, before the cell imports anything.
 FLOOR = 24 * MiB
+#: A bare interpreter (``python -c pass``): the least of a recorded peak that no input grows.
+BARE = 8 * MiB
 #: What importing a package adds to an interpreter, and the packages it imports itself
 #: (measured on Linux with CPython 3.11, pandas 3.1 with pyarrow, numpy 2.4). A package not
 #: listed and not in the standard library counts :data:`OTHER_LIBRARY`.
@@ -154,6 +156,25 @@ class Estimate:
     def size(self) -> int:
         return self.read.size
 
+    @property
+    def least_base(self) -> int:
+        """The least of ``base`` a recorded peak holds: a bare interpreter and the libraries
+        (a cell process's floor and what it measures of them may count less)."""
+        return self.base - FLOOR + BARE
+
+    def in_proportion(self, size: int) -> int:
+        """The input whose memory over the base, grown in proportion, is what this estimate
+        expects at ``size`` bytes: ``size`` itself, unless arrays sized by their shapes grow
+        otherwise (a pairwise product of a quarter of the rows is a sixteenth), so that a past
+        run's peak scales as the cell's operations grow, not as its input."""
+        shaped = self.read.work.shaped
+        over = self.memory - self.base
+        if size <= 0 or self.size <= 0 or not shaped.memory or over <= 0:
+            return size
+        share = size / self.size
+        then = (over - shaped.memory) * share + shaped.at(share)
+        return round(self.size * then / over)
+
     def describe(self) -> str:
         """One sentence: what it reads and what that comes to."""
         parts = [
@@ -231,7 +252,7 @@ def cell_input(
     values = {n: v for n, v in used.items() if is_data(v)}  # not code, nor a Dask graph
     # A value kept on a worker is sized by what it says, never touched: that would fetch it.
     here = {n: v for n, v in values.items() if not isinstance(v, RemoteValue)}
-    arrays = [n for n, v in here.items() if hasattr(v, "nbytes") or hasattr(v, "dtypes")]
+    arrays = [n for n, v in here.items() if _declares(v, "nbytes") or _declares(v, "dtypes")]
     shapes = {n: shape for n, v in here.items() if (shape := _value_shape(v)) is not None}
     work = recognize(source, arrays, _file_shapes(namespace), shapes)
     libraries = {m for m in analysis.imports if _third_party(m)}
@@ -240,7 +261,7 @@ def cell_input(
     for name, value in values.items():
         nbytes = _value_size(value)
         libraries.add(type(value).__module__.partition(".")[0])
-        widen = _widening(getattr(value, "dtype", None)) if name in here else 1.0
+        widen = _widening(_declared(value, "dtype")) if name in here else 1.0
         inputs.append(
             Input(
                 what=name,
@@ -279,9 +300,23 @@ def estimate_memory(read: CellInput) -> Estimate:
     return Estimate(base + streams + held + copies + shaped, base + streams, read)
 
 
+def _declares(value: Any, name: str) -> bool:
+    """Whether ``value``'s class defines the attribute ``name`` (an array's ``nbytes``): asked
+    of the class, as a notebook class's ``__getattr__`` may answer anything, or raise."""
+    return hasattr(type(value), name)
+
+
+def _declared(value: Any, name: str) -> Any:
+    """``value.name`` where its class defines it (as numpy and pandas do), else None."""
+    try:
+        return getattr(value, name) if _declares(value, name) else None
+    except Exception:
+        return None
+
+
 def _value_shape(value: Any) -> Arr | None:
     """A notebook array's shape and element size, for the shape model."""
-    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    shape, dtype = _declared(value, "shape"), _declared(value, "dtype")
     itemsize = getattr(dtype, "itemsize", None)
     if isinstance(shape, tuple) and all(isinstance(d, int) for d in shape) and itemsize:
         return Arr(shape, int(itemsize))

@@ -11,7 +11,8 @@ is written back, and the notebook's names stay as they were. Each run's peak is 
 cell's process measures for any task (:mod:`taskcell.runner.peak_memory`). The last three
 peaks give how the memory grows (:func:`extrapolate`): as the input (so many bytes per input
 byte), or as a power of it (a pairwise product grows as its square), which decides the peak at
-full size.
+full size. Each probe asks for what auto would choose for the cell on the largest sample
+(:func:`probe_request`), not for the whole input: samples wait for no large worker.
 
 A probe runs the cell three times or more, so a cell with effects outside its names is refused
 before anything runs (:func:`effects`): one that writes or removes files, runs shell
@@ -27,13 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskcell.errors import SpecError
-from taskcell.planner.auto import AutoChoice, fit_line, from_probe
-from taskcell.planner.estimate import FLOOR
+from taskcell.planner.auto import AutoChoice, auto_preset, fit_line, from_probe
+from taskcell.planner.estimate import FLOOR, cell_input, estimate_memory
 from taskcell.runner import crossing
 from taskcell.runner.analysis import analyze_cell, dotted
 from taskcell.runner.cell_dask import uses_dask
 from taskcell.runner.changes import is_data
 from taskcell.runner.remote_value import RemoteValue
+from taskcell.spec import Resources
 from taskcell.spec.amounts import show_bytes
 
 KiB = 1 << 10
@@ -228,6 +230,41 @@ def plan_probe(
 def samples(plan: ProbePlan, namespace: Mapping[str, Any], fraction: int) -> dict[str, Any]:
     """The sampled inputs at ``1/fraction`` of their rows (at least one each)."""
     return {s.name: sample(namespace[s.name], max(1, s.rows // fraction)) for s in plan.sliced}
+
+
+def _head(value: Any, rows: int) -> Any:
+    """``value``'s first ``rows`` rows without copying them where it can (to size a sample)."""
+    return value.iloc[:rows] if hasattr(value, "iloc") else value[:rows]
+
+
+def probe_request(
+    plan: ProbePlan,
+    static: AutoChoice | SpecError,
+    source: str,
+    namespace: Mapping[str, Any],
+    transform: Callable[[str], str] | None = None,
+    presets: Mapping[str, Resources] | None = None,
+) -> Resources:
+    """What each probe of ``source`` asks for: auto's choice for the planner's estimate of the
+    cell on the largest sample of ``plan`` (the same margin, the same rungs), so that samples
+    wait for no worker sized for the whole input; auto's choice at full size (``static``)
+    where that is no more, and no request where neither holds the cell."""
+    largest = plan.fractions[-1]
+    heads = {s.name: _head(namespace[s.name], max(1, s.rows // largest)) for s in plan.sliced}
+    estimate = estimate_memory(cell_input(source, {**namespace, **heads}, transform))
+    try:
+        small: Resources | None = auto_preset([], estimate=estimate, presets=presets).request
+    except SpecError:
+        small = None
+    full = None if isinstance(static, SpecError) else static.request
+    if small is None or (full is not None and _memory(full) <= _memory(small)):
+        return full or Resources()
+    return small
+
+
+def _memory(request: Resources) -> int:
+    """The memory ``request`` asks for; 0 where it names none."""
+    return request.memory.request if request.memory is not None else 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from taskcell.runner.analysis import dotted
 
@@ -62,14 +62,22 @@ class Arr:
         return math.prod(self.shape) * self.itemsize
 
 
+def _none(share: float) -> int:
+    """No sized arrays at any share of the input."""
+    return 0
+
+
 @dataclass(frozen=True)
 class Shaped:
     """What :func:`shaped_memory` found: the most bytes of sized arrays held at once, the
-    operations it sized, and the ids of the AST nodes it sized (which copy factors skip)."""
+    operations it sized, the ids of the AST nodes it sized (which copy factors skip), and
+    ``at``: that peak where every input array has ``share`` of its rows (a pairwise product
+    of a quarter of the rows is a sixteenth; one against a fixed slice, a quarter)."""
 
     memory: int = 0
     operations: tuple[str, ...] = ()
     nodes: frozenset[int] = frozenset()
+    at: Callable[[float], int] = field(default=_none, compare=False, repr=False)
 
 
 #: A value the model follows: one array, several (``u, s, vt = svd(m)``), or unknown.
@@ -82,9 +90,29 @@ def shaped_memory(
     tree: ast.Module, read_shape: ReadShape, values: Mapping[str, Arr] | None = None
 ) -> Shaped:
     """The peak bytes of the arrays a cell makes whose size is set by their shape."""
-    model = _Model(read_shape, dict(values or {}))
+    given = dict(values or {})
+    model = _Model(read_shape, given)
     model.run(tree.body)
-    return Shaped(model.peak, tuple(dict.fromkeys(model.operations)), frozenset(model.nodes))
+
+    def at(share: float) -> int:
+        def read(call: ast.Call) -> Arr | None:
+            found = read_shape(call)
+            return None if found is None else _rows(found, share)
+
+        scaled = _Model(read, {n: _rows(a, share) for n, a in given.items()})
+        scaled.run(tree.body)
+        return scaled.peak
+
+    found = tuple(dict.fromkeys(model.operations))
+    return Shaped(model.peak, found, frozenset(model.nodes), at if model.peak else _none)
+
+
+def _rows(array: Arr, share: float) -> Arr:
+    """``array`` with ``share`` of its rows (one at least): an input at another size."""
+    if not array.shape:
+        return array
+    rows = max(1, round(array.shape[0] * share))
+    return Arr((rows, *array.shape[1:]), array.itemsize, array.grown)
 
 
 def _bytes(value: Value) -> int:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 from taskcell.planner.auto import auto_preset, note_input, run_input, scaled_peak
+from taskcell.planner.estimate import cell_input, estimate_memory
 from taskcell.runner.history import TaskRecord
 from taskcell.runner.job import Usage
 from taskcell.spec import Resources
@@ -58,6 +60,35 @@ def test_runs_of_different_sizes_fit_their_own_base_and_slope(source):
     choice = auto_preset(history, source=source, inputs_size=1000 * MiB, presets=LADDER)
     assert choice.memory == 150 * MiB + 3 * 1000 * MiB  # 3 bytes per byte over 150 MiB
     assert "grew 3.00 bytes per input byte over 150 MiB" in choice.reason
+
+
+def test_a_past_run_of_a_pairwise_product_scales_as_its_square():
+    source = "import numpy as np\nm = np.outer(v, v)"
+    ns = {"v": np.zeros(9000)}  # 72 KB of input, a 618 MiB product
+    estimate = estimate_memory(cell_input(source, ns))
+    quarter = 2250 * 2250 * 8  # what a run on a quarter of v made: a sixteenth
+    history = [run(source, estimate.least_base + quarter, 2250 * 8)]
+    choice = auto_preset(history, source=source, estimate=estimate, presets=LADDER)
+    assert choice.memory == pytest.approx(estimate.least_base + 16 * quarter, rel=0.01)
+    assert choice.preset == "m1Gi"  # in proportion to its input: m256Mi, a third of the truth
+    assert "scaled as its arrays sized by their shapes grow" in choice.reason
+
+
+def test_scaling_up_counts_the_least_base_and_scaling_down_the_planners():
+    source = "import numpy as np\ny = np.sort(x)"
+    estimate = estimate_memory(cell_input(source, {"x": np.zeros(100 * MiB // 8)}))
+    assert estimate.base - estimate.least_base == 16 * MiB  # a cell loop's floor over python's
+    grew = 100 * MiB  # over the least base, from 25 MiB of input: 4 bytes per byte
+    up = auto_preset(
+        [run(source, estimate.least_base + grew, 25 * MiB)], source=source, estimate=estimate
+    )
+    assert up.memory == estimate.least_base + 4 * grew  # the planner's base would lose 48 MiB
+    down = auto_preset(
+        [run(source + "#", estimate.base + 4 * grew, 400 * MiB)],
+        source=source + "#",
+        estimate=estimate,
+    )
+    assert down.memory == estimate.base + grew  # the larger base: a quarter of the rest
 
 
 def test_runs_too_small_to_show_growth_take_the_planners_factor():

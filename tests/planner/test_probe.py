@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from taskcell.errors import SpecError
-from taskcell.planner.auto import from_probe
-from taskcell.planner.estimate import FLOOR
+from taskcell.planner.auto import AutoChoice, auto_preset, from_probe
+from taskcell.planner.estimate import FLOOR, cell_input, estimate_memory
 from taskcell.planner.probe import (
     GROWN,
     NOISE,
@@ -18,6 +18,7 @@ from taskcell.planner.probe import (
     extrapolate,
     plan_probe,
     probe,
+    probe_request,
 )
 from taskcell.runner.task_line import parse_task_line
 from taskcell.spec import Resources
@@ -77,6 +78,41 @@ def test_the_choice_holds_the_extrapolated_peak_with_room():
     )
     choice = from_probe(900 * MiB, "probed", presets=LADDER)
     assert choice.preset == "m2Gi"  # 900 MiB and a quarter is over 1 GiB
+
+
+def static_choice(cell: str, ns: dict) -> AutoChoice:
+    """What auto chooses for ``cell`` without a probe: the planner's estimate at full size."""
+    return auto_preset([], estimate=estimate_memory(cell_input(cell, ns)), presets=LADDER)
+
+
+def test_a_probe_asks_for_what_its_largest_sample_needs_not_the_whole_input():
+    ns = {"x": np.zeros((1 << 21, 64))}  # 1 GiB, never touched: its pages are never written
+    cell = "y = (x - x.mean()) / x.std()"
+    plan = plan_probe(cell, ns)
+    static = static_choice(cell, ns)
+    assert static.preset == "m4Gi"  # the input, two temporaries of its size and room
+    asked = probe_request(plan, static, cell, ns, presets=LADDER)
+    assert asked == LADDER["m512Mi"]  # the largest sample, 1/16 of x: 64 MiB and its copies
+    largest = {"x": ns["x"][: (1 << 21) // plan.fractions[-1]]}
+    assert asked == static_choice(cell, largest).request  # auto's rule, on the sample
+
+
+def test_a_probe_never_asks_for_more_than_auto_without_it():
+    ns = {"x": np.zeros((1 << 21, 64))}  # its largest sample's estimate wants m512Mi
+    cell = "y = (x - x.mean()) / x.std()"
+    plan = plan_probe(cell, ns)
+    learned = AutoChoice(preset="m256Mi", request=LADDER["m256Mi"], basis="history", reason="")
+    # Past runs found the whole input holds in 256 MiB: its samples do too.
+    assert probe_request(plan, learned, cell, ns, presets=LADDER) == LADDER["m256Mi"]
+
+
+def test_where_the_platform_takes_nothing_for_the_whole_input_a_probe_asks_for_its_sample():
+    ns = {"x": np.zeros((1 << 21, 64))}
+    cell = "y = (x - x.mean()) / x.std()"
+    unsized = SpecError("--preset auto: the platform takes no such request")
+    assert (
+        probe_request(plan_probe(cell, ns), unsized, cell, ns, presets=LADDER) == LADDER["m512Mi"]
+    )
 
 
 @pytest.mark.parametrize(

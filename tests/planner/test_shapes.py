@@ -51,6 +51,17 @@ def test_decompositions_hold_their_factors_and_a_workspace():
     assert full.work.shaped.memory >= 3000 * 3000 * 8 > thin.work.shaped.memory >= 3000 * 200 * 8
 
 
+def test_sized_arrays_at_another_input_size_grow_as_their_shapes_do():
+    v = np.zeros(8000)
+    outer = cell_input("import numpy as np\nm = np.outer(v, v)", {"v": v}).work.shaped
+    assert outer.at(1.0) == outer.memory == 8000 * 8000 * 8
+    assert outer.at(0.25) == outer.memory // 16  # a quarter of the rows: a sixteenth
+    X = np.zeros((8000, 4))
+    code = "import numpy as np\nfrom scipy.spatial.distance import cdist\nd = cdist(X, X[:500])"
+    sliced = cell_input(code, {"X": X}).work.shaped
+    assert sliced.at(0.25) == sliced.memory // 4  # against a fixed slice: in proportion
+
+
 def test_what_the_code_does_not_size_falls_back_to_copy_factors():
     work = recognize("import numpy as np\nv = f()\nm = np.outer(v, v)")
     assert work.shaped.memory == 0 and work.extra == 2.0
