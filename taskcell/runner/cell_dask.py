@@ -17,6 +17,7 @@ import json
 import os
 import re
 import time
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -143,5 +144,6 @@ def _is_dask(value: Any, seen: set[int]) -> bool:
         seen.add(id(value))
         items = value.values() if isinstance(value, dict) else value
         return any(_is_dask(v, seen) for v in itertools.islice(items, 100))
-    code = getattr(value, "__code__", None)
+    func = value.__func__ if isinstance(value, types.MethodType) else value
+    code = func.__code__ if isinstance(func, types.FunctionType) else None
     return code is not None and bool(_DASK_WORDS.search(" ".join(code.co_names)))

@@ -33,7 +33,7 @@ def _global_reads(code: types.CodeType) -> set[str]:
 
 def is_notebook_defined(obj: object, namespace: Mapping[str, Any]) -> bool:
     """A function or class the notebook defined (also behind ``__wrapped__``)."""
-    obj = getattr(obj, "__wrapped__", obj)
+    obj = _wrapped(obj) or obj
     if isinstance(obj, types.FunctionType):
         return obj.__module__ == "__main__" or obj.__globals__ is namespace
     if isinstance(obj, type):
@@ -41,6 +41,15 @@ def is_notebook_defined(obj: object, namespace: Mapping[str, Any]) -> bool:
             getattr(f, "__globals__", None) is namespace for f in _class_functions(obj)
         )
     return False
+
+
+def _wrapped(obj: object) -> Any:
+    """What ``obj`` wraps (``functools.wraps`` keeps it in the wrapper's ``__dict__``), or
+    None: never asked by ``getattr``, which a notebook class's ``__getattr__`` may answer."""
+    try:
+        return vars(obj).get("__wrapped__")
+    except Exception:  # no __dict__
+        return None
 
 
 def _class_functions(cls: type) -> Iterable[object]:
@@ -57,7 +66,7 @@ def _referents(obj: object) -> tuple[list[types.CodeType], list[object]]:
     """The code objects of a function or class, and the objects to look through next."""
     codes: list[types.CodeType] = []
     more: list[object] = []
-    wrapped = getattr(obj, "__wrapped__", None)
+    wrapped = _wrapped(obj)
     if wrapped is not None:
         more.append(wrapped)
     if isinstance(obj, types.FunctionType):

@@ -179,7 +179,8 @@ class ValuePickler(Pickler):
     with a ``__dict__`` that the notebook's class lacks (and fail to load there)."""
 
     def reducer_override(self, obj: Any) -> Any:
-        if getattr(obj, "__code__", None) is _SINGLEDISPATCH:  # its cache holds weak references
+        if isinstance(obj, types.FunctionType) and obj.__code__ is _SINGLEDISPATCH:
+            # its cache holds weak references
             return (_singledispatch, (obj.__wrapped__, dict(obj.registry)))
         if type(obj) is functools.cached_property:  # Python 3.11's holds a lock
             return (_cached_property, (obj.func, obj.attrname))

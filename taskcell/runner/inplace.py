@@ -74,7 +74,8 @@ def _replace_parts(value: Any, memo: dict[int, Any], seen: set[int], depth: int)
             return value
         if type(value) is tuple:
             return tuple(parts)
-        return value._make(parts) if hasattr(value, "_make") else value  # a namedtuple
+        make = getattr(type(value), "_make", None)  # a namedtuple's
+        return make(parts) if make is not None else value
     if isinstance(value, (list, collections.deque)):
         slots: Any = enumerate(list(value))
         target: Any = value
@@ -84,8 +85,7 @@ def _replace_parts(value: Any, memo: dict[int, Any], seen: set[int], depth: int)
         for part in value:
             _replace_parts(part, memo, seen, depth + 1)
         return value
-    elif hasattr(value, "__dict__"):
-        target = vars(value)
+    elif isinstance(target := _attributes(value), dict):
         slots = list(target.items())
     else:
         return value
@@ -94,6 +94,15 @@ def _replace_parts(value: Any, memo: dict[int, Any], seen: set[int], depth: int)
         if replaced is not part:
             target[key] = replaced
     return value
+
+
+def _attributes(value: Any) -> Any:
+    """``vars(value)``, or None: read as a guess, and a class's ``__getattr__`` may raise
+    anything for a name it lacks."""
+    try:
+        return vars(value)
+    except Exception:
+        return None
 
 
 def _update(old: Any, new: Any, memo: dict[int, Any], depth: int) -> Any:

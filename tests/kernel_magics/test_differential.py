@@ -850,6 +850,11 @@ SHAPES = {
         "lst.append(frozenset({(5, 6)}))\nu = fs | {(7, 8)}",
         "print(lst, sorted(u), lst[0] is fs)",
     ),
+    "dict_subclass_with_getattr": (
+        "class AD(dict):\n    def __getattr__(self, k): return self[k]\nad = AD(a=1)",
+        "ad['b'] = 2\nv = ad.a + ad.b",
+        "print(ad, v, type(ad).__name__)",
+    ),
 }
 
 
