@@ -66,7 +66,7 @@ from taskcell.export.hoisting import CellImports, Hoisting, future_imports, stat
 from taskcell.export.ipython_syntax import Helpers
 from taskcell.export.notebook import Cell, EnvironmentDef, ExportError, Notebook, problems_error
 from taskcell.export.requests import TaskRequest, dynamic_fields, expression, resolve_request
-from taskcell.export.targets import EXPORT_TARGETS, ExportTarget
+from taskcell.export.targets import ExportTarget, export_target
 from taskcell.export.value_types import ANY, FRAME_MAKERS, IMMUTABLE, Type, cell_types
 from taskcell.runner.analysis import CellAnalysis
 from taskcell.spec import Environment, Resources
@@ -312,7 +312,7 @@ def plan_workflow(
         (``taskcell.platform``), a notebook function using ``global``, a top-level ``await``, a
         value that cannot travel between tasks, IPython syntax a module cannot run.
     """
-    known = EXPORT_TARGETS[target] if isinstance(target, str) else target
+    known = export_target(target)
     return _NotebookWalk(notebook, config.presets() if presets is None else presets, known).plan()
 
 

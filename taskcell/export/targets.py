@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["EXPORT_TARGETS", "ExportTarget", "Shipping"]
+from taskcell.errors import ExportError
+
+__all__ = ["EXPORT_TARGETS", "ExportTarget", "Shipping", "export_target"]
 
 Shipping = Literal["pickle", "copy", "rebound"]
 """How a task gets the notebook's functions: pickled with the driver's globals they read (so no
@@ -69,3 +71,12 @@ EXPORT_TARGETS: dict[str, ExportTarget] = {
         ),
     )
 }
+
+
+def export_target(target: str | ExportTarget) -> ExportTarget:
+    """The row for ``target`` (a name, or a row of one's own); ExportError names a bad one."""
+    if isinstance(target, ExportTarget):
+        return target
+    if not isinstance(target, str) or target not in EXPORT_TARGETS:
+        raise ExportError(f"target= must be one of {', '.join(EXPORT_TARGETS)}, got {target!r}")
+    return EXPORT_TARGETS[target]

@@ -173,7 +173,10 @@ class Estimate:
             return size
         share = size / self.size
         then = (over - shaped.memory) * share + shaped.at(share)
-        return round(self.size * then / over)
+        grown = round(self.size * then / over)
+        # From a larger past run, never less than in proportion: the shape model grows every
+        # array with the rows, a fixed one too (cdist(X, C)), and would shrink the need.
+        return min(grown, size) if size > self.size else grown
 
     def describe(self) -> str:
         """One sentence: what it reads and what that comes to."""

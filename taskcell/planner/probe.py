@@ -37,6 +37,7 @@ from taskcell.runner.changes import is_data
 from taskcell.runner.remote_value import RemoteValue
 from taskcell.spec import Resources
 from taskcell.spec.amounts import show_bytes
+from taskcell.spec.resources import FIELDS
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -259,7 +260,10 @@ def probe_request(
     full = None if isinstance(static, SpecError) else static.request
     if small is None or (full is not None and _memory(full) <= _memory(small)):
         return full or Resources()
-    return small
+    if full is None:
+        return small
+    # Only memory shrinks with the sample: the GPU and cores the cell needs stay.
+    return full.override(small.without(*(f for f in FIELDS if f != "memory")))
 
 
 def _memory(request: Resources) -> int:

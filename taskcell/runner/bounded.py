@@ -125,7 +125,8 @@ def _forget_idle(before: float) -> None:
 def _answered(key: tuple[str, str], asked: concurrent.futures.Future) -> None:
     if not asked.cancelled() and asked.exception() is None:
         with _lock:
-            _answers[key] = time.monotonic()
+            if _asking.get(key) is asked:  # not forgotten meanwhile
+                _answers[key] = time.monotonic()
 
 
 def _in_one_line(client: Client, worker: str | None, error: BaseException) -> BaseException:

@@ -258,16 +258,17 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     )
     sizes = {n: crossing.size_of(v) for n, v in result.outputs.items()}
     changed_sizes = {n: crossing.size_of(v) for n, v in result.changed.items()}
-    refs = crossing.References()
+    refs, home = crossing.References(), crossing.Home(job.key)
     if max([*sizes.values(), *changed_sizes.values()], default=0) <= job.result_threshold:
-        # Only data whose change could be told: code's parts (a function's defaults) may have
-        # changed unseen.
+        # Opened in the kernel. Only data whose change could be told: code's parts (a
+        # function's defaults) may have changed unseen.
         data = [n for n in noted if n in snapshot.judged()]
         left = [n for n in data if n not in result.changed]
         refs = crossing.references(
             job.key, noted, snapshot.objects, left, [n for n in data if n not in left]
         )
-    returned, sent = _returned(result, refs, crossing.Home(job.key, namespace))
+        home = crossing.Home(job.key, namespace)
+    returned, sent = _returned(result, refs, home)
     sizes = {n: size for n, size in sizes.items() if n in sent.outputs}
     changed_sizes = {n: size for n, size in changed_sizes.items() if n in sent.changed}
     return ("done", returned, usage, sizes, changed_sizes)
@@ -417,7 +418,11 @@ def serve(channel: Channel, warming: threading.Thread | None = None) -> None:
         except KeyboardInterrupt:
             reply = ("interrupted",)
         except Exception as e:  # taskcell's own failure: the cell's error, not this process's end
-            why = f"taskcell could not bring the cell's result back: {type(e).__name__}: {e}\n"
+            traceback.print_exc()  # to the worker's log
+            why = (
+                f"taskcell failed in the cell's process ({type(e).__name__}: {e}); nothing was "
+                f"written back, and the traceback is in the worker's log\n"
+            )
             reply = ("error", why, type(e).__name__)
         outbox.send(reply)
         del job, reply  # the next cell's peak memory must not hold this one's values

@@ -33,12 +33,14 @@ def _global_reads(code: types.CodeType) -> set[str]:
 
 def is_notebook_defined(obj: object, namespace: Mapping[str, Any]) -> bool:
     """A function or class the notebook defined (also behind ``__wrapped__``)."""
-    obj = _wrapped(obj) or obj
+    wrapped = _wrapped(obj)
+    obj = obj if wrapped is None else wrapped
     if isinstance(obj, types.FunctionType):
         return obj.__module__ == "__main__" or obj.__globals__ is namespace
     if isinstance(obj, type):
         return obj.__module__ == "__main__" or any(
-            getattr(f, "__globals__", None) is namespace for f in _class_functions(obj)
+            isinstance(f, types.FunctionType) and f.__globals__ is namespace
+            for f in _class_functions(obj)
         )
     return False
 

@@ -28,6 +28,7 @@ result (:func:`guard_classes`). What a cell changed in the state of those classe
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import inspect
 import io
@@ -179,8 +180,7 @@ class ValuePickler(Pickler):
     with a ``__dict__`` that the notebook's class lacks (and fail to load there)."""
 
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, types.FunctionType) and obj.__code__ is _SINGLEDISPATCH:
-            # its cache holds weak references
+        if _is_singledispatch(obj):  # its cache holds weak references
             return (_singledispatch, (obj.__wrapped__, dict(obj.registry)))
         if type(obj) is functools.cached_property:  # Python 3.11's holds a lock
             return (_cached_property, (obj.func, obj.attrname))
@@ -214,6 +214,12 @@ def _cached_property(func: Any, name: str | None) -> functools.cached_property:
 
 #: The code of every ``functools.singledispatch`` wrapper.
 _SINGLEDISPATCH = getattr(functools.singledispatch(repr), "__code__", None)
+
+
+def _is_singledispatch(obj: Any) -> bool:
+    """Whether ``obj`` is a ``functools.singledispatch`` wrapper (asked of what it is, never
+    by ``getattr``: a notebook class's ``__getattr__`` may answer anything)."""
+    return isinstance(obj, types.FunctionType) and obj.__code__ is _SINGLEDISPATCH
 
 
 def _singledispatch(func: Any, registry: dict[type, Any]) -> Any:
@@ -463,8 +469,10 @@ def _cached(func: Any, maxsize: int | None, typed: bool) -> Any:
 
 @dataclass(frozen=True)
 class Home:
-    """Where a cell ran: its key, and (in its process) its namespace, whose functions come back
-    reading the notebook's namespace, as functions the cell defined there would."""
+    """Where a cell ran: its key, and (in its process, for a result the kernel opens) its
+    namespace, whose functions come back reading the notebook's namespace, as functions the
+    cell defined there would. A result opened on its worker keeps cloudpickle's way: its
+    functions share one namespace of their own."""
 
     cell: str
     namespace: dict[str, Any] | None = None
@@ -604,11 +612,11 @@ def expect(cell: str, parts: Mapping[str, Sealed], namespace: Mapping[str, Any])
 def _home_function(
     cell: str, code: types.CodeType, name: str, defaults: Any, closure: Any
 ) -> types.FunctionType:
-    """A function the cell made, reading the notebook's namespace where the kernel opens it
-    (elsewhere, a worker keeping an output, a namespace of its own)."""
+    """A function the cell made, reading the notebook's namespace (the kernel opens it)."""
     sent = _expected.get(cell)
-    namespace = sent.namespace if sent is not None else {"__name__": "__main__"}
-    return types.FunctionType(code, namespace, name, defaults, closure)  # type: ignore[arg-type]
+    if sent is None:
+        raise pickle.UnpicklingError(f"the result of {cell} holds functions for the kernel")
+    return types.FunctionType(code, sent.namespace, name, defaults, closure)  # type: ignore[arg-type]
 
 
 def _received(cell: str, part: str | None, index: Any) -> Any:
@@ -708,12 +716,13 @@ class Definitions:
 
 
 def _class_data(cls: type) -> dict[str, Any]:
-    """What a cell may change of a class: not its code, nor Python's names (``__x__``) and
-    enum's (``_x_``: its members' caches, which a composite flag grows)."""
+    """What a cell may change of a class: not its code, nor Python's names (``__x__``), nor an
+    enum's own (``_x_``: its members' caches, which a composite flag grows)."""
+    reserved = "_" if isinstance(cls, enum.EnumMeta) else "__"
     return {
         k: v
         for k, v in vars(cls).items()
-        if not (k.startswith("_") and k.endswith("_"))
+        if not (k.startswith(reserved) and k.endswith(reserved))
         and not isinstance(v, (types.FunctionType, staticmethod, classmethod, property))
         and not callable(v)
     }

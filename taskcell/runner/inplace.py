@@ -72,10 +72,10 @@ def _replace_parts(value: Any, memo: dict[int, Any], seen: set[int], depth: int)
         parts = [_replace_parts(part, memo, seen, depth + 1) for part in value]
         if all(p is q for p, q in zip(parts, value, strict=True)):
             return value
-        if type(value) is tuple:
-            return tuple(parts)
-        make = getattr(type(value), "_make", None)  # a namedtuple's
-        return make(parts) if make is not None else value
+        make = tuple if type(value) is tuple else getattr(type(value), "_make", None)
+        if make is not None:  # a tuple or a namedtuple, made again once for all who hold it
+            memo[id(value)] = make(parts)
+        return memo.get(id(value), value)
     if isinstance(value, (list, collections.deque)):
         slots: Any = enumerate(list(value))
         target: Any = value

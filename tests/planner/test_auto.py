@@ -74,6 +74,18 @@ def test_a_past_run_of_a_pairwise_product_scales_as_its_square():
     assert "scaled as its arrays sized by their shapes grow" in choice.reason
 
 
+def test_a_larger_past_run_scales_down_no_less_than_in_proportion():
+    """cdist(X, C) against fixed centroids: the shape model grows C with X's rows too, so
+    from a run on twice the rows it would ask for less than the cell needs now."""
+    source = "from scipy.spatial.distance import cdist\nd = cdist(X, C)"
+    centroids = np.zeros((2000, 8))
+    past = estimate_memory(cell_input(source, {"X": np.zeros((40000, 8)), "C": centroids}))
+    now = estimate_memory(cell_input(source, {"X": np.zeros((20000, 8)), "C": centroids}))
+    history = [run(source, past.memory, past.size)]  # it peaked as the estimate said
+    choice = auto_preset(history, source=source, estimate=now)
+    assert choice.memory >= now.memory  # the product now is half the past one, not a quarter
+
+
 def test_scaling_up_counts_the_least_base_and_scaling_down_the_planners():
     source = "import numpy as np\ny = np.sort(x)"
     estimate = estimate_memory(cell_input(source, {"x": np.zeros(100 * MiB // 8)}))

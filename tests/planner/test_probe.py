@@ -106,6 +106,15 @@ def test_a_probe_never_asks_for_more_than_auto_without_it():
     assert probe_request(plan, learned, cell, ns, presets=LADDER) == LADDER["m256Mi"]
 
 
+def test_a_probe_keeps_the_gpu_and_cores_of_the_choice_it_shrinks():
+    ns = {"x": np.zeros((1 << 21, 64))}
+    cell = "y = (x - x.mean()) / x.std()"
+    past = Resources(cpu=4, memory="32Gi", gpu="L40s:1")  # what a past run on a GPU needed
+    learned = AutoChoice(preset=None, request=past, basis="history", reason="")
+    asked = probe_request(plan_probe(cell, ns), learned, cell, ns, presets=LADDER)
+    assert asked == Resources(cpu=4, memory=LADDER["m512Mi"].memory, gpu="L40s:1")
+
+
 def test_where_the_platform_takes_nothing_for_the_whole_input_a_probe_asks_for_its_sample():
     ns = {"x": np.zeros((1 << 21, 64))}
     cell = "y = (x - x.mean()) / x.std()"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from taskcell.runner.closure import function_globals
+from taskcell.runner.closure import function_globals, is_notebook_defined
 
 
 # -- function_globals ----------------------------------------------------------------------------
@@ -114,3 +114,20 @@ def test_function_globals_does_not_follow_library_functions() -> None:
         """
     )
     assert function_globals(ns["f"], ns) == {"dedent"}
+
+
+def test_a_class_whose_getattr_answers_everything_is_looked_at_without_asking_it():
+    """``__wrapped__`` and ``__globals__`` are read where Python keeps them: a dict subclass
+    whose ``__getattr__`` raises KeyError, as a value or a library class's attribute."""
+
+    class Loose(dict):
+        def __getattr__(self, name):
+            return self[name]
+
+    class Library:
+        defaults = Loose(a=1)
+
+    Library.__module__ = "somelibrary"
+    namespace = {"__name__": "__main__"}
+    assert not is_notebook_defined(Loose(a=1), namespace)
+    assert not is_notebook_defined(Library, namespace)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from taskcell.runner.inplace import update
+from taskcell.runner.inplace import Updates, update
 
 
 class Model:
@@ -133,3 +133,22 @@ def test_a_librarys_internals_are_replaced_not_rewritten():
     assert update(frame, pd.DataFrame({"a": [3, 4]})) is True
     assert frame["a"].tolist() == [3, 4]
     assert frame._mgr is not inner
+
+
+def test_a_new_tuple_holding_a_changed_object_is_made_once_for_all_who_hold_it():
+    notebooks, cells = [0], [1]  # the notebook's list, and the copy the cell changed
+    updates = Updates()
+    assert updates.update_all({"kid": (notebooks, cells)}) == {"kid": True}
+    pair = (cells, "x")
+    both = updates.resolved([pair, pair])
+    assert both[0] is both[1] and both[0][0] is notebooks
+    assert updates.resolved(pair) is both[0]  # another name for it: the same tuple
+
+
+def test_a_librarys_object_is_taken_before_the_container_that_holds_it():
+    series, cells = pd.Series([1, 2]), pd.Series([100, 2])
+    holder = {"s": series}
+    updates = Updates()
+    taken = updates.update_all({"holder": (holder, {"s": cells}), "s": (series, cells)})
+    assert taken == {"holder": True, "s": True}
+    assert holder["s"] is series and series.tolist() == [100, 2]
