@@ -11,7 +11,7 @@ never rebind it.
 A carrier that cannot be shipped (it calls taskcell, or names an object that has no source) is
 left out where the notebook never imports its module, and refused by name where it does.
 
-The same holds for a change a task made in place (:func:`inplace_source`): the ``flyte``
+The same holds for the changes a task made in place (:func:`inplace_source`): the ``flyte``
 target's driver applies it with :mod:`taskcell.runner.inplace` itself, that module's source
 shipped whole.
 
@@ -116,10 +116,11 @@ def {apply}(state, returned=False):
 
 
 def inplace_source(name: str, private: Callable[[str], str] = "_{}".format) -> str:
-    """Source defining ``name(old, new)``: the object a name holds after a task changed a copy
-    of ``old`` into ``new``. That is ``old`` itself, changed in place to match, where it can
-    take the change (every other name for it sees it), else ``new``: what
-    :func:`taskcell.runner.inplace.update` decides for a ``%%task`` cell, by that module's own
+    """Source defining ``name(olds, news, outputs)``: what the names hold after a task changed
+    copies of ``olds`` into ``news`` and made ``outputs``. Each old object is changed in place
+    to match where it can take the change (every other name for it sees it), else its new
+    one stands; an output holding a part so matched holds the notebook's object: what
+    :class:`taskcell.runner.inplace.Updates` does for a ``%%task`` cell, by that module's own
     source, run in a namespace of its own, ``private("INPLACE")``."""
     code = _module_source(inplace, absent={"RemoteValue"})
     return _INPLACE.format(name=name, inplace=private("INPLACE"), code=_quoted(code))
@@ -136,10 +137,14 @@ exec(
 )
 
 
-def {name}(old, new):
-    """The object a name holds after a task changed a copy of ``old`` into ``new``: ``old``,
-    changed in place, where it can take the change; else ``new``."""
-    return old if {inplace}["update"](old, new) else new
+def {name}(olds, news, outputs):
+    """What the names hold after a task changed copies of ``olds`` into ``news`` and made
+    ``outputs``: each old object changed in place where it can take the change, else its new
+    one; the outputs holding the notebook's objects where they hold parts so matched."""
+    updates = {inplace}["Updates"]()
+    taken = updates.update_all(dict(enumerate(zip(olds, news))))
+    kept = [old if taken[i] else new for i, (old, new) in enumerate(zip(olds, news))]
+    return (*kept, *map(updates.resolved, outputs))
 '''
 
 

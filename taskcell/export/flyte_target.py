@@ -344,7 +344,7 @@ class _FlyteWriter:
 
     def _bindings(self, step: TaskStep) -> tuple[str, list[str]]:
         """What a task's call binds, and the lines that take its changes in place and state."""
-        names, lines = [], []
+        names, lines, news = [], [], []
         for name in step.returns:
             bound = self.namer.fresh(f"{name}_new") if name in step.updates else name
             names.append(bound)
@@ -352,7 +352,14 @@ class _FlyteWriter:
                 # Its Futures, made again on the driver's own cluster.
                 lines.append(f"{bound} = {self.helper('local_dask')}({'here'!r}, {bound})")
             if name in step.updates:
-                lines.append(f"{name} = {self.helper('update')}({name}, {bound})")
+                news.append(bound)
+        if news:  # taken as %%task takes them: in place, the outputs holding the notebook's
+            olds = [n for n in step.returns if n in step.updates]
+            outputs = [n for n in step.returns if n not in step.updates]
+            lines.append(
+                f"{_unpacked([*olds, *outputs])} = {self.helper('update')}("
+                f"{_tupled(olds)}, {_tupled(news)}, {_tupled(outputs)})"
+            )
         if step.changes_state and self.state:
             names.append(self.state)
             lines.append(f"{self.helper('set_process_state')}({self.state}, returned=True)")
@@ -414,3 +421,13 @@ def _groups(workflow: Workflow) -> dict[int, list[TaskStep]]:
         positions.append(position)
     close()
     return groups
+
+
+def _tupled(names: list[str]) -> str:
+    """``names`` as a tuple's source: ``()``, ``(a,)``, ``(a, b)``."""
+    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+
+
+def _unpacked(names: list[str]) -> str:
+    """``names`` as the target of an unpacking: ``(a,)`` or ``a, b``."""
+    return f"({names[0]},)" if len(names) == 1 else ", ".join(names)

@@ -111,11 +111,31 @@ def test_a_carrier_that_cannot_travel_is_refused_by_name_where_the_notebook_impo
         carriers_source("c", "a", ["threading"], "latch")
 
 
-def shipped_update():
-    """The ``update`` a flyte module defines: taskcell.runner.inplace, shipped."""
+def shipped_updates():
+    """The ``update(olds, news, outputs)`` a flyte module defines: taskcell.runner.inplace,
+    shipped."""
     namespace: dict = {}
     exec(inplace_source("update"), namespace)
     return namespace["update"]
+
+
+def shipped_update():
+    """The shipped ``update`` of one changed value: the object its name holds after."""
+    updates = shipped_updates()
+    return lambda old, new: updates((old,), (new,), ())[0]
+
+
+def test_shipped_updates_take_a_library_object_first_and_outputs_hold_the_notebooks():
+    pd = pytest.importorskip("pandas")
+    series, holder = pd.Series([1, 2]), {}
+    holder["s"] = series
+    new_series = pd.Series([100, 2])
+    new_holder = {"s": new_series}
+    kept_holder, kept_series, pair = shipped_updates()(
+        (holder, series), (new_holder, new_series), ((new_series, 1),)
+    )
+    assert kept_holder is holder and kept_series is series and holder["s"] is series
+    assert series.tolist() == [100, 2] and pair[0] is series  # as after a %%task cell
 
 
 def test_changes_in_place_are_shipped_from_taskcells_own_module():

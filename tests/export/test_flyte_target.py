@@ -206,7 +206,8 @@ def test_changes_in_place_and_state_come_back_to_the_driver():
     )
     assert "items_new, state = await cell_2.aio(_portable(items), _process_state())" in source
     assert (
-        "items = _update(items, items_new)\n    _set_process_state(state, returned=True)" in source
+        "(items,) = _update((items,), (items_new,), ())\n"
+        "    _set_process_state(state, returned=True)" in source
     )
 
 
