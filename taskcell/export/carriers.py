@@ -12,7 +12,7 @@ A carrier that cannot be shipped (it calls taskcell, or names an object that has
 left out where the notebook never imports its module, and refused by name where it does.
 
 The same holds for the changes a task made in place (:func:`inplace_source`): the ``flyte``
-target's driver applies it with :mod:`taskcell.runner.inplace` itself, that module's source
+target's driver applies them with :mod:`taskcell.runner.inplace` itself, that module's source
 shipped whole.
 
 So is the notebook's Dask client (:func:`local_dask`, which :mod:`~taskcell.export.flow` writes
