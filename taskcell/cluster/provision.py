@@ -434,6 +434,8 @@ class Provisioner:
         try:
             handle = make_worker(pool, self.address, w.name, self._security)
             with self._lock:
+                if self._closing:  # shut down since the start was decided: it never starts
+                    return
                 self._handles[w.name] = handle
             # What it is, known now (its pid or job id, once started): the scheduler may
             # list the worker, and a failure name it, before the start below returns.
