@@ -308,8 +308,11 @@ def _record(address: str) -> None:
 def on_connected(hook: Callable[[Client], None]) -> None:
     """Call ``hook(client)`` once for each scheduler this kernel connects to: at once for those
     it is connected to already, then as it connects. A hook must not raise; it runs in the
-    thread that connected, outside this module's lock."""
+    thread that connected, outside this module's lock. Registering a hook again does nothing,
+    so each entry point registers the hooks it needs (nothing registers one on import)."""
     with _lock:
+        if hook in _hooks:
+            return
         _hooks.append(hook)
         connected = [c for c in _announced.values() if c.status == "running"]
     for client in connected:

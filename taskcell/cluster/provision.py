@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from taskcell import config
-from taskcell.cluster import connect
 from taskcell.cluster.pool_records import POOLS_TOPIC, START_TOPIC, UP, PoolInfo, PoolWorker
 from taskcell.cluster.pools import Pool, configured_pools
 from taskcell.cluster.provision_core import (
@@ -518,8 +517,8 @@ def announce(client: Client) -> None:
     without pools, with pools configured wrong, or a scheduler that does not answer:
     connecting must not fail for that, and a cell that needs a pool says what is wrong.
 
-    Called for each scheduler this kernel connects to
-    (:func:`taskcell.cluster.connect.on_connected`).
+    A hook of :func:`taskcell.cluster.connect.on_connected`, registered by the entry points:
+    the extension as it loads, :func:`taskcell.cluster.submit.submit` for the Python API.
     """
     try:
         pools = configured_pools()
@@ -613,6 +612,3 @@ def close_all() -> None:
         _provisioners.clear()
     for provisioner in provisioners:
         provisioner.close()
-
-
-connect.on_connected(announce)

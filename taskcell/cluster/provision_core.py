@@ -166,11 +166,6 @@ class Decision:
     log: tuple[Logged, ...] = ()
     leaving: frozenset[str] = frozenset()  #: addresses of workers retiring or just retired
 
-    @property
-    def start(self) -> tuple[str, ...]:
-        """A pool's name for each worker to start."""
-        return tuple(w.pool for w in self.launch)
-
 
 def decide(
     *,

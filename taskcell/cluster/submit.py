@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from taskcell import config
-from taskcell.cluster.connect import answered_workers, departed, forget_workers
+from taskcell.cluster.connect import answered_workers, departed, forget_workers, on_connected
 from taskcell.cluster.feasibility import check_feasible
 from taskcell.cluster.mapping import WorkerCapacity, dask_resources
 from taskcell.cluster.pools import choose, configured_pools
-from taskcell.cluster.provision import claim, leaving
+from taskcell.cluster.provision import announce, claim, leaving
 from taskcell.cluster.provision_core import Placement
 from taskcell.cluster.spellings import align
 from taskcell.errors import InfeasibleError
@@ -91,7 +91,12 @@ def submit(
     **kwargs: Any,
 ) -> Future:
     """``client.submit(fn, *args, **kwargs)`` under ``request``, with a unique key; a worker of
-    a pool is started for it when no live worker can run it."""
+    a pool is started for it when no live worker can run it.
+
+    The way in of the Python API and of exported notebooks: the pools are announced on each
+    scheduler they connect to from here on, as the extension has them announced once loaded.
+    """
+    on_connected(announce)  # once: registering again does nothing
     placement = plan(request, client)
     future = client.submit(
         fn,

@@ -20,7 +20,11 @@ from taskcell.cluster import interruptible
 
 
 def load_ipython_extension(shell: Any) -> None:
-    """Register the magics with ``shell`` (called by ``%load_ext taskcell``)."""
+    """Register the magics with ``shell`` (called by ``%load_ext taskcell``).
+
+    The cluster layer's hooks (:func:`_register_hooks`) are registered by the early start's
+    thread, before it connects to anything: they import Dask, which the loading cell must not.
+    """
     from taskcell.kernel_magics.magics import TaskMagics
 
     magics = TaskMagics(shell)
@@ -54,6 +58,16 @@ def _show(text: str) -> None:
     from IPython.display import display
 
     display({"text/plain": f"taskcell: {text}"}, raw=True)
+
+
+def _register_hooks() -> None:
+    """What the cluster layer tells the extension: a wait for the embedded cluster, shown
+    under the cell, and each scheduler connected to, on which the pools are announced (so
+    the panel and the sidebar list them). Idempotent."""
+    from taskcell.cluster import connect, provision
+
+    connect.on_wait = _show
+    connect.on_connected(provision.announce)
 
 
 class _EarlyStart:
@@ -116,12 +130,11 @@ class _EarlyStart:
     def _start(self) -> Any:
         try:
             cluster = _prestarted()
-            import taskcell.cluster.provision  # its hook announces the pools on connect
+            _register_hooks()
             from taskcell import config
             from taskcell.cluster import connect
             from taskcell.errors import SpecError
 
-            connect.on_wait = _show
             refused: SpecError | None = None
             try:
                 early = config.flag("embedded-cluster.start-early")

@@ -50,6 +50,7 @@ import bisect
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from taskcell.cluster.waits import Wait, lack, wait
@@ -111,6 +112,27 @@ class WireEnded(TypedDict):
     key: str
     #: Only where the client cannot derive it from the key.
     name: NotRequired[str]
+    request: dict[str, float]
+    state: EndState
+    ended: float
+    worker: str | None
+    wall: float | None
+    peak_memory: int | None
+    error: str | None
+
+
+@dataclass(kw_only=True)
+class EndedEntry:
+    """A task that ended, as the plugin keeps it until its cell's last report completes it
+    (:mod:`taskcell.planner.ended`); :func:`ended_record` writes it on the wire.
+
+    The one definition of this record on the scheduler's side. A client decodes it as an
+    :class:`~taskcell.planner.schema.EndedTask`, deliberately another record: a string key
+    and the name the client derives from it, where this one has Dask's key and its prefix.
+    """
+
+    key: Any
+    prefix: str
     request: dict[str, float]
     state: EndState
     ended: float
@@ -206,31 +228,20 @@ def task_record(
     return record
 
 
-def ended_record(
-    *,
-    key: Any,
-    prefix: str,
-    request: dict[str, float],
-    state: EndState,
-    ended: float,
-    worker: str | None,
-    wall: float | None,
-    peak_memory: int | None,
-    error: str | None,
-) -> WireEnded:
+def ended_record(entry: EndedEntry) -> WireEnded:
     """A task that ended, on the wire; its name only where a string key lacks it."""
     record: WireEnded = {
-        "key": str(key),
-        "request": request,
-        "state": state,
-        "ended": ended,
-        "worker": worker,
-        "wall": wall,
-        "peak_memory": peak_memory,
-        "error": error,
+        "key": str(entry.key),
+        "request": entry.request,
+        "state": entry.state,
+        "ended": entry.ended,
+        "worker": entry.worker,
+        "wall": entry.wall,
+        "peak_memory": entry.peak_memory,
+        "error": entry.error,
     }
-    if not isinstance(key, str):
-        record["name"] = prefix
+    if not isinstance(entry.key, str):
+        record["name"] = entry.prefix
     return record
 
 

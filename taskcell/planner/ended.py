@@ -11,8 +11,9 @@ those reports, so cells that ended before the plugin was added are taken over fr
 
 It runs inside the scheduler, shipped by value with :mod:`taskcell.planner.plugin`, so it uses
 only the standard library and :mod:`taskcell.planner.codec`'s encoders. It keeps its own
-records (:class:`Followed`, :class:`Report`, :class:`EndedEntry`) and writes wire records only
-when the plugin publishes (:meth:`EndedTasks.records`).
+records (:class:`Followed`, :class:`Report`, and :class:`~taskcell.planner.codec.EndedEntry`,
+which the codec encodes) and writes wire records only when the plugin publishes
+(:meth:`EndedTasks.records`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from distributed.metrics import time
 
-from taskcell.planner.codec import WireEnded, ended_record, request_record
+from taskcell.planner.codec import EndedEntry, WireEnded, ended_record, request_record
 from taskcell.planner.schema import RECENT_LIMIT, EndState
 
 #: The keys taskcell makes (``unique_key``): a name, a dash, a uuid4's hex.
@@ -64,35 +65,6 @@ class Report:
     #: When it was reported started, and ended (the log's times).
     since: float | None = None
     ended: float | None = None
-
-
-@dataclass(kw_only=True)
-class EndedEntry:
-    """A task that ended, as kept until its cell's last report completes it."""
-
-    key: Any
-    prefix: str
-    request: dict[str, float]
-    state: EndState
-    ended: float
-    worker: str | None
-    wall: float | None
-    peak_memory: int | None
-    error: str | None
-
-    def wire(self) -> WireEnded:
-        """The record on the wire."""
-        return ended_record(
-            key=self.key,
-            prefix=self.prefix,
-            request=self.request,
-            state=self.state,
-            ended=self.ended,
-            worker=self.worker,
-            wall=self.wall,
-            peak_memory=self.peak_memory,
-            error=self.error,
-        )
 
 
 def one_line(text: str | None) -> str | None:
@@ -173,6 +145,11 @@ class EndedTasks:
             )
         )
         self.changed = True
+
+    def forget_following(self) -> None:
+        """Follow no task any more (a restarted scheduler forgets its tasks); ``recent``
+        stays."""
+        self.following.clear()
 
     def event(self, msg: dict) -> bool:
         """Take what a cell's worker reported; False when ``msg`` is no such report."""
@@ -258,4 +235,4 @@ class EndedTasks:
 
     def records(self) -> list[WireEnded]:
         """``recent`` as the wire sends it, latest first."""
-        return [r.wire() for r in reversed(self.recent)]
+        return [ended_record(r) for r in reversed(self.recent)]

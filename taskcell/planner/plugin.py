@@ -171,7 +171,24 @@ class OccupancyPlugin(SchedulerPlugin):
     # -- lifecycle -------------------------------------------------------------------------
 
     def _reset(self) -> None:
+        """Start afresh, on a scheduler this plugin was added to."""
+        # What a scheduler restart keeps: its subscribers, their numbering, the tasks that
+        # ended and the kernels' pools (their clients stay connected).
         self.subscribers: set[str] = set()
+        self.seq = 0
+        #: Tells this plugin's sequence numbers from another's (a restarted scheduler's).
+        self.epoch = uuid.uuid4().hex[:12]
+        self.dashboard: int | None = None
+        self.ended = EndedTasks()
+        self.published_recent: list[WireEnded] = []
+        #: provisioner's client id -> its kernel's pools on the wire
+        self.pools: dict[str, list[PoolInfo]] = {}
+        self.published_pools: list[PoolInfo] = []
+        self._reset_tasks()
+
+    def _reset_tasks(self) -> None:
+        """Forget the workers and the tasks: a restarted scheduler holds no task, and its
+        workers come back."""
         #: worker address -> {key: time it started}
         self.running: dict[str, dict[Any, float]] = {}
         #: key -> address of the worker it was assigned to, since when, and its request
@@ -186,17 +203,9 @@ class OccupancyPlugin(SchedulerPlugin):
         self.published_queue: list[WireTask] = []
         self.published_queued = 0
         self.totals: dict[str, WireUse] = {}
-        self.seq = 0
-        #: Tells this plugin's sequence numbers from another's (a restarted scheduler's).
-        self.epoch = uuid.uuid4().hex[:12]
         self.history: deque[WireSample] = deque(maxlen=getattr(self, "history_length", 3600))
-        self.ended = EndedTasks()
-        self.published_recent: list[WireEnded] = []
-        #: provisioner's client id -> its kernel's pools on the wire
-        self.pools: dict[str, list[PoolInfo]] = {}
+        self.ended.forget_following()
         self.pools_changed = False
-        self.published_pools: list[PoolInfo] = []
-        self.dashboard: int | None = None
         self._last_check = 0.0
         self._last_sweep = 0.0
         self._lengths: dict[str, int] = {}
@@ -230,11 +239,7 @@ class OccupancyPlugin(SchedulerPlugin):
                 callback.stop()
 
     def restart(self, scheduler: Scheduler) -> None:
-        kept = self.subscribers, self.seq, self.epoch, self.dashboard, self.published_recent
-        recent, pools, published_pools = self.ended.recent, self.pools, self.published_pools
-        self._reset()
-        self.subscribers, self.seq, self.epoch, self.dashboard, self.published_recent = kept
-        self.ended.recent, self.pools, self.published_pools = recent, pools, published_pools
+        self._reset_tasks()
         self.dirty.update(scheduler.workers)
 
     def _dashboard_port(self) -> int | None:

@@ -40,7 +40,13 @@ HINTS_SHOWN = 10
 
 @dataclass(frozen=True, kw_only=True)
 class Hint:
-    """One finding about one finished task. See :class:`~taskcell.planner.schema.HintInfo`."""
+    """One finding about one finished task, its fields documented by its JSON record
+    :class:`~taskcell.planner.schema.HintInfo` (:meth:`to_dict`).
+
+    The same fields as ``HintInfo``, written twice because a type checker derives neither a
+    dataclass from a ``TypedDict`` nor the reverse: ``tests/planner/test_rightsize.py`` keeps
+    the two equal, and :meth:`to_dict` copies them by name.
+    """
 
     key: str
     cell: str
@@ -53,6 +59,7 @@ class Hint:
     line: str | None
 
     def to_dict(self) -> HintInfo:
+        """The hint as JSON (:class:`~taskcell.planner.schema.HintInfo`)."""
         return HintInfo(**dataclasses.asdict(self))  # type: ignore[typeddict-item]
 
     def __str__(self) -> str:

@@ -92,6 +92,12 @@ def covers(request: Resources, *, memory: int = 0, cpu: float = 0, gpu: GPU | No
 class Suggestion:
     """The planner's answer: a preset (or why none fits), its ``%%task`` line, and who can run it.
 
+    Its JSON is :class:`~taskcell.planner.schema.SuggestionInfo` (:meth:`to_dict`): the same
+    fields by name, plus ``gpu``, the profile's accelerator spelled out; deliberately not the
+    same types where the wire needs plain values (``profile`` and ``request`` are objects here,
+    a name and a dict there), so neither record is derived from the other.
+    ``tests/planner/test_suggest.py`` keeps the names in step.
+
     Attributes
     ----------
     size : int

@@ -65,6 +65,11 @@ def claims(n: int, resources: dict = ONE_A100, **fields: bool) -> list[Claim]:
     return [Claim(pool="a100x2", resources=resources, **fields) for _ in range(n)]
 
 
+def launched(decision: Decision) -> tuple[str, ...]:
+    """The pool of each worker to start."""
+    return tuple(w.pool for w in decision.launch)
+
+
 def said(decision: Decision) -> list[tuple[str, str | None, str]]:
     return [(e.action, e.worker, e.why) for e in decision.log]
 
@@ -86,18 +91,18 @@ def said(decision: Decision) -> list[tuple[str, str | None, str]]:
 )
 def test_claims_are_packed_into_as_few_workers_as_run_them_at_once(waiting, resources, started):
     decision = run(a100x2(**{"max-workers": 5}), claims(waiting, resources))
-    assert decision.start == ("a100x2",) * started
+    assert launched(decision) == ("a100x2",) * started
     assert decision.retire == decision.stop == decision.failed == ()
 
 
 def test_no_more_start_than_max_workers_counting_those_up():
     pool = a100x2(**{"max-workers": 3})
     decision = run(pool, claims(4, {"GPU": 2, "GPU-A100": 2}))
-    assert decision.start == ("a100x2",) * 3
+    assert launched(decision) == ("a100x2",) * 3
     busy = Seen(address="tcp://w:1", resources=pool.resources, busy=True)
     up = [worker("a-1", "running", address="tcp://w:1"), worker("a-2", "retiring")]
     decision = run(pool, claims(4, {"GPU": 2, "GPU-A100": 2}), up, seen={"a-1": busy})
-    assert decision.start == ("a100x2",)  # 3 allowed, 2 up
+    assert launched(decision) == ("a100x2",)  # 3 allowed, 2 up
 
 
 def test_workers_starting_or_idle_take_the_claims_before_new_ones_start():
@@ -105,9 +110,9 @@ def test_workers_starting_or_idle_take_the_claims_before_new_ones_start():
     idle = Seen(address="tcp://w:1", resources=pool.resources, busy=False)
     on_their_way = [worker("a-1"), worker("a-2", "running", address="tcp://w:1")]
     decision = run(pool, claims(5), on_their_way, seen={"a-2": idle})
-    assert decision.start == ("a100x2",)  # 5 tasks need 3 workers; 2 are on their way
+    assert launched(decision) == ("a100x2",)  # 5 tasks need 3 workers; 2 are on their way
     # Claims already on a worker, or whose pool's worker failed, need nothing more.
-    assert run(pool, claims(2, placed=True) + claims(2, failed=True)).start == ()
+    assert launched(run(pool, claims(2, placed=True) + claims(2, failed=True))) == ()
 
 
 # -- what the scheduler says of a starting or running worker ----------------------------------
@@ -135,7 +140,7 @@ def test_a_worker_without_its_pools_shape_fails_the_waiting_claims_and_retires()
     assert (w.state, w.address) == ("failed", "tcp://w:1")
     assert w.error == f"the worker of pool a100x2 (pid 42) failed to start: {why}"
     assert decision.failed == (w,) and decision.retire == ("a-1",)
-    assert decision.start == ()  # its claims fail with it: nothing starts for them
+    assert launched(decision) == ()  # its claims fail with it: nothing starts for them
     assert said(decision) == [("fail", "a-1", why)]
 
 
@@ -159,12 +164,12 @@ def test_a_worker_that_never_connects_fails_and_is_stopped(facts, now, why):
         f"the worker of pool a100x2 failed to start: {why}",
         now,
     )
-    assert decision.stop == ("a-1",) and decision.retire == () and decision.start == ()
+    assert decision.stop == ("a-1",) and decision.retire == () and launched(decision) == ()
 
 
 def test_a_worker_still_in_its_start_timeout_goes_on_starting():
     decision = run(a100x2(), claims(1), [worker("a-1")], now=NOW + 589)
-    assert decision.workers == (worker("a-1"),) and decision.start == () and decision.log == ()
+    assert decision.workers == (worker("a-1"),) and launched(decision) == () and decision.log == ()
 
 
 def test_a_running_worker_the_scheduler_no_longer_lists_has_retired():
@@ -197,7 +202,7 @@ def test_an_idle_worker_stays_while_a_claim_waits_for_its_pool():
     pool = a100x2()
     w, seen = idle_for(3600, pool)
     decision = run(pool, claims(1), [w], seen)  # the task is on its way to it
-    assert decision.retire == () and decision.start == ()
+    assert decision.retire == () and launched(decision) == ()
 
 
 # -- the sidebar's requests -------------------------------------------------------------------
@@ -206,13 +211,13 @@ def test_an_idle_worker_stays_while_a_claim_waits_for_its_pool():
 def test_the_sidebar_starts_one_worker_per_request_within_max_workers():
     pool = a100x2(**{"max-workers": 2})
     decision = run(pool, asked={"a100x2": 1})
-    assert decision.start == ("a100x2",)
+    assert launched(decision) == ("a100x2",)
     assert said(decision) == [
         ("start", None, "1 worker(s): 0 task(s) wait, 0 worker(s) on their way, 1 asked from "
          "the sidebar"),
     ]  # fmt: skip
     decision = run(pool, claims(1), [worker("a-1")], asked={"a100x2": 2})
-    assert decision.start == ("a100x2",)  # the claim rides the starting one; one more fits
+    assert launched(decision) == ("a100x2",)  # the claim rides the starting one; one more fits
     assert said(decision)[-1] == (
         "decline",
         None,
@@ -222,7 +227,7 @@ def test_the_sidebar_starts_one_worker_per_request_within_max_workers():
 
 def test_a_request_for_a_pool_the_kernel_does_not_have_is_declined():
     decision = run(a100x2(), asked={"h100": 1})
-    assert decision.start == ()
+    assert launched(decision) == ()
     assert said(decision) == [("decline", None, "no pool of this name is configured in the kernel")]
 
 
@@ -235,7 +240,7 @@ def test_a_start_that_fails_fails_the_worker_naming_what_was_started_and_stops_i
     (w,) = decision.workers
     assert (w.state, w.started, w.since) == ("failed", "pid 42", NOW)
     assert w.error == "the worker of pool a100x2 (pid 42) failed to start: no such flag"
-    assert decision.failed == (w,) and decision.stop == ("a-1",) and decision.start == ()
+    assert decision.failed == (w,) and decision.stop == ("a-1",) and launched(decision) == ()
     assert said(decision) == [("fail", "a-1", "no such flag")]
 
 
@@ -297,7 +302,7 @@ def test_closing_retires_and_stops_every_worker_up_and_starts_none():
         ("retired", "the kernel closed", NOW)
     ] * 3
     assert decision.workers[3] == ended
-    assert decision.stop == ("a-1", "a-2", "a-3") and decision.start == decision.retire == ()
+    assert decision.stop == ("a-1", "a-2", "a-3") and launched(decision) == decision.retire == ()
 
 
 # -- what is kept, and what starts ------------------------------------------------------------

@@ -118,15 +118,17 @@ def test_a_whole_state_and_its_samples_round_trip():
     totals = codec.sum_totals([worker, worker])
     assert totals["GPU"] == {"total": 4, "running": 4, "assigned": 2}
     ended = codec.ended_record(
-        key=KEY,
-        prefix="cell",
-        request={"GPU": 1},
-        state="failed",
-        ended=12.5,
-        worker="tcp://10.0.0.1:1",
-        wall=2.5,
-        peak_memory=1 << 20,
-        error="ValueError: x",
+        codec.EndedEntry(
+            key=KEY,
+            prefix="cell",
+            request={"GPU": 1},
+            state="failed",
+            ended=12.5,
+            worker="tcp://10.0.0.1:1",
+            wall=2.5,
+            peak_memory=1 << 20,
+            error="ValueError: x",
+        )
     )
     pools = [codec.pool_record(PUBLISHED)]
     message = codec.update_message(

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import get_type_hints
+
 import pytest
 
 from taskcell.errors import SpecError
 from taskcell.planner import auto_preset, latest_hints, review
+from taskcell.planner.rightsize import Hint
+from taskcell.planner.schema import HintInfo
 from taskcell.runner.history import TaskRecord
 from taskcell.runner.job import Usage
 from taskcell.spec import BUILTIN_PRESETS, Resources
@@ -117,6 +121,11 @@ def test_gpu_tasks_keep_their_gpus():
     hints = review([r], BUILTIN_PRESETS)
     assert {h.preset for h in hints} == {"g6e_xlarge_task"}
     assert hints[0].to_dict()["line"] == "%%task g6e_xlarge_task"
+
+
+def test_a_hint_has_the_fields_of_its_json_record():
+    """Hint and HintInfo are one record a type checker cannot derive: kept equal here."""
+    assert list(get_type_hints(Hint).items()) == list(get_type_hints(HintInfo).items())
 
 
 def test_auto_without_input_sizes_holds_the_highest_peak():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import dask
@@ -11,6 +12,8 @@ import pytest
 from taskcell.cluster.mapping import WorkerCapacity
 from taskcell.errors import SpecError
 from taskcell.planner import describe_profile, get_profile, profile_names, suggest
+from taskcell.planner.schema import SuggestionInfo
+from taskcell.planner.suggestion import Suggestion
 from taskcell.spec import BUILTIN_PRESETS
 
 GiB = 1 << 30
@@ -163,6 +166,13 @@ def test_workers_as_snapshot_records_and_json():
         }
     ]
     assert info["request"] == {"cpu": "2", "memory": "4Gi", "disk": "1Gi"}  # 900Mi scratch
+
+
+def test_a_suggestion_and_its_json_record_name_the_same_fields():
+    """Suggestion and SuggestionInfo differ in types by design; their names agree, and the
+    JSON adds only ``gpu``, the profile's accelerator spelled out."""
+    names = [f.name for f in dataclasses.fields(Suggestion)]
+    assert [n for n in SuggestionInfo.__annotations__ if n != "gpu"] == names
 
 
 def test_html_is_escaped():
