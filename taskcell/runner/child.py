@@ -180,13 +180,18 @@ def _evaluated(code: Any, namespace: dict[str, Any]) -> Any:
 
 
 def _inputs(
-    job: CellJob, namespace: dict[str, Any], noted: dict[str, tuple[str, dict[int, Any]]]
+    job: CellJob,
+    namespace: dict[str, Any],
+    noted: dict[str, tuple[str, dict[int, Any]]],
+    parts: dict[str, crossing.Sealed],
 ) -> dict[str, Any]:
     """The cell's inputs by name, their notebook functions reading ``namespace``; names the
     notebook bound to one object share it here. ``noted`` takes, by name, the part it came in
-    and the objects made for it (:meth:`~taskcell.runner.crossing.Sealed.open`)."""
+    and the objects made for it (:meth:`~taskcell.runner.crossing.Sealed.open`); ``parts``,
+    the parts by name (a large input's, or ``BUNDLE``)."""
     crossing.begin_cell()
-    parts = {crossing.BUNDLE: job.sealed} if job.sealed is not None else {}
+    if job.sealed is not None:
+        parts[crossing.BUNDLE] = job.sealed
     inputs = {}
     for name, value in job.inputs.items():
         if isinstance(value, crossing.Sealed):
@@ -209,8 +214,9 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
     dask_client = cell_dask.client(lambda: outbox.send(("secede",))) if job.uses_dask else None
     namespace: dict[str, Any] = {"__name__": "__main__"}
     noted: dict[str, tuple[str, dict[int, Any]]] = {}
+    parts: dict[str, crossing.Sealed] = {}
     try:
-        inputs = _inputs(job, namespace, noted)
+        inputs = _inputs(job, namespace, noted, parts)
     except InputError as e:
         return ("input-error", str(e))
     if dask_client is not None:
@@ -218,7 +224,7 @@ def run(job: CellJob, outbox: _Outbox, written: Written) -> tuple:
         if cell_dask.bind_futures(dask_client, inputs.values()):
             outbox.send(("secede",))  # the cell may wait on the notebook's futures
     adopt(namespace, inputs)
-    snapshot = InputSnapshot(inputs, written)
+    snapshot = InputSnapshot(inputs, written, parts)
     definitions = crossing.DefinitionsSnapshot()
     environ = _environ()
     memory = PeakMemory()

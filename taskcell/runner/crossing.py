@@ -67,7 +67,7 @@ class Sealed:
     buffers. Dask moves it as it is; only :meth:`open` in the cell's process makes the values
     again."""
 
-    __slots__ = ("buffers", "kinds", "names", "objects", "payload")
+    __slots__ = ("buffers", "kinds", "names", "objects", "payload", "plain")
 
     def __init__(
         self,
@@ -76,11 +76,16 @@ class Sealed:
         payload: bytes,
         buffers: list[Any],
         objects: dict[int, Any] | None = None,
+        plain: bool = False,
     ) -> None:
         self.names = names
         self.kinds = kinds  #: the type name of each value, for an error that names it
         self.payload = payload
         self.buffers = buffers
+        #: Pickled as plain data: no code by value, no array as a view of another. Opened
+        #: anywhere, it changes nothing there, and pickled again it is what it was
+        #: (:class:`taskcell.runner.changes.InputSnapshot` reads it so).
+        self.plain = plain
         #: In the kernel only (it never travels): the object each memo index of the pickle
         #: stands for, where the pickle is small enough to note them (:data:`NOTE_LIMIT`).
         self.objects = objects or {}
@@ -104,7 +109,8 @@ class Sealed:
         """This, its buffers copied: Dask may send a task's arguments after ``submit`` returns,
         and the notebook may change its arrays by then (a background cell)."""
         # bytearray, not bytes: a buffer pickled read-only is rebuilt read-only in the cell
-        return Sealed(self.names, self.kinds, self.payload, [bytearray(b) for b in self.buffers])
+        buffers = [bytearray(b) for b in self.buffers]
+        return Sealed(self.names, self.kinds, self.payload, buffers, plain=self.plain)
 
     def open(self, noted: dict[str, dict[int, Any]] | None = None) -> dict[str, Any]:
         """The values by name, rebuilt in order (in the cell's process, inside
@@ -130,7 +136,7 @@ class Sealed:
 
     def __reduce_ex__(self, protocol: Any) -> tuple:
         buffers = _out_of_band(self.buffers, protocol)
-        return (Sealed, (self.names, self.kinds, self.payload, buffers))
+        return (Sealed, (self.names, self.kinds, self.payload, buffers, None, self.plain))
 
 
 def size_of(value: Any) -> int:
@@ -253,11 +259,19 @@ class CellPickler(ValuePickler):
         self.namespace = namespace
         self.roots = roots
         self.buffers: list[pickle.PickleBuffer] = []
+        #: Nothing pickled so far was reduced by this pickler's own rules (:attr:`Sealed.plain`).
+        self.plain = True
 
     def _buffer(self, buffer: pickle.PickleBuffer) -> None:
         self.buffers.append(buffer)
 
     def reducer_override(self, obj: Any) -> Any:
+        reduced = self._reduce(obj)
+        if reduced is not NotImplemented:
+            self.plain = False
+        return reduced
+
+    def _reduce(self, obj: Any) -> Any:
         if _is_notebook_function(obj, self.namespace):
             return self._notebook_function(obj)
         if isinstance(obj, functools._lru_cache_wrapper) and _is_notebook_function(
@@ -397,15 +411,16 @@ def seal(values: Mapping[str, Any], namespace: Mapping[str, Any]) -> Sealed:
     objects = {}
     if len(payload) <= NOTE_LIMIT:
         objects = {index: obj for index, obj in pickler.memo.copy().values()}
-    return Sealed(tuple(values), kinds, payload, [b.raw() for b in pickler.buffers], objects)
+    buffers = [b.raw() for b in pickler.buffers]
+    return Sealed(tuple(values), kinds, payload, buffers, objects, pickler.plain)
 
 
 @contextlib.contextmanager
-def guard_classes() -> Iterator[None]:
-    """Keep the notebook classes sent to cells as they are while a result is read: cloudpickle
-    sets a class's attributes on the class it finds for a tracked one. What the cell changed
-    comes apart (:func:`apply_definitions`)."""
-    before = {cls: dict(vars(cls)) for cls in list(_classes)}
+def guard_classes(classes: Iterable[type] | None = None) -> Iterator[None]:
+    """Keep ``classes`` (by default the notebook classes sent to cells) as they are while a
+    result is read: cloudpickle sets a class's attributes on the class it finds for a tracked
+    one. What the cell changed comes apart (:func:`apply_definitions`)."""
+    before = {cls: dict(vars(cls)) for cls in list(_classes if classes is None else classes)}
     try:
         yield
     finally:

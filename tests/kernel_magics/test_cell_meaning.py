@@ -58,6 +58,23 @@ def test_changes_in_place_reach_every_name_and_only_when_the_cell_succeeds(nb):
     )
 
 
+def test_a_large_set_read_stays_and_changed_comes_back(nb):
+    """A set of strings over a mebibyte iterates in another order in the cell's process (its
+    own string hashes), so it pickles to other bytes there than it came in: a change made there
+    still comes back, to every name for it."""
+    nb.run("words = {f'word-{i}' for i in range(200_000)}\nalias = words")
+    read = nb.run("%%task\nn = len(words)")
+    assert read.status == "ok", read.error_text
+    changed = nb.run("%%task\nwords.add('new')")
+    assert changed.status == "ok", changed.error_text
+    assert nb.value("(n, alias is words, 'new' in alias, len(words))") == (
+        200_000,
+        True,
+        True,
+        200_001,
+    )
+
+
 def test_an_interrupted_cell_changes_nothing(nb):
     nb.run("log = []")
     msg_id = nb.start(

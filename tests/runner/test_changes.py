@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from taskcell.runner.changes import InputSnapshot
+from taskcell.runner.crossing import seal
 from taskcell.runner.wire import SHARE_MIN, Channel
 
 
@@ -59,3 +60,44 @@ def test_a_shared_input_is_judged_by_its_pages(received):
     data[len(data) // 2] = 3.0
     assert cell.written(memoryview(data)) is True
     assert list(snapshot.changed()) == ["data"]
+
+
+def arrived(**values):
+    """Each of ``values`` as a cell process receives a large input: in its own pickle, the
+    ``Sealed`` it came in beside it."""
+    sealed = {name: seal({name: value}, {}) for name, value in values.items()}
+    return {name: s.open()[name] for name, s in sealed.items()}, sealed
+
+
+def test_an_input_that_came_in_its_own_pickle_is_judged_against_it():
+    inputs, sealed = arrived(rows=[{"id": i} for i in range(1000)], sizes={"a": 1})
+    assert all(s.plain for s in sealed.values())
+    snapshot = InputSnapshot(inputs, not_shared, sealed)
+    assert snapshot.changed() == {}
+    inputs["rows"][500]["id"] = -1
+    assert list(snapshot.changed()) == ["rows"]
+
+
+def test_an_input_that_pickles_to_other_bytes_than_it_came_in_is_judged_by_its_value():
+    # A strided view pickles its data in band; the contiguous array it arrives as, out of band.
+    inputs, sealed = arrived(every_other=np.arange(SHARE_MIN // 4, dtype=float)[::2])
+    snapshot = InputSnapshot(inputs, not_shared, sealed)
+    assert snapshot.changed() == {}
+    inputs["every_other"][-1] = -1.0
+    assert list(snapshot.changed()) == ["every_other"]
+
+
+def test_a_shared_input_in_its_own_pickle_is_judged_by_its_pages():
+    ours, theirs = socket.socketpair()
+    worker, here = Channel(ours, keeps_values=True), Channel(theirs)
+    try:
+        worker.send({"big": seal({"big": np.zeros(SHARE_MIN // 8 * 4)}, {})})
+        sent = here.receive()
+        inputs = sent["big"].open()
+        snapshot = InputSnapshot(inputs, here.written, sent)
+        assert snapshot.changed() == {}
+        inputs["big"][7] = 1.0
+        assert list(snapshot.changed()) == ["big"]
+    finally:
+        worker.close()
+        here.close()
