@@ -10,6 +10,7 @@ another (``taskcell.embedded-cluster.start-early: false`` turns this off).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -30,6 +31,7 @@ def load_ipython_extension(shell: Any) -> None:
     magics = TaskMagics(shell)
     shell.register_magics(magics)
     shell.events.register("pre_run_cell", _before_cell)
+    shell.events.register("post_run_cell", functools.partial(_after_cell, shell.user_ns))
     _EarlyStart(shell, magics).watch()
 
 
@@ -39,6 +41,14 @@ def _before_cell(info: Any = None) -> None:
     events = sys.modules.get("taskcell.runner.events")  # not imported: nothing to end
     if events is not None and not (getattr(info, "raw_cell", "") or "").startswith("%%task"):
         events.settle()
+
+
+def _after_cell(namespace: dict[str, Any], result: Any = None) -> None:
+    """After any cell, let go of what taskcell keeps of the notebook's values it deleted or
+    rebound (:func:`taskcell.runner.cell_task.forget_rebound`)."""
+    cell_task = sys.modules.get("taskcell.runner.cell_task")  # not imported: nothing kept
+    if cell_task is not None:
+        cell_task.forget_rebound(namespace)
 
 
 def _prestarted() -> Any:

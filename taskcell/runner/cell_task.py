@@ -320,6 +320,12 @@ class _KeptInputs:
 _kept = _KeptInputs()
 
 
+def forget_rebound(namespace: MutableMapping[str, Any]) -> None:
+    """After any cell: let go of the large inputs kept for names it rebound or deleted (what is
+    kept holds the notebook's object too, which the notebook may be freeing)."""
+    _kept.forget_rebound(namespace)
+
+
 def _same_cluster(name: str, value: Any, client: Client) -> str:
     """``name``, a notebook client the cell may use: it must reach the cell's own cluster
     from the cell's process."""

@@ -129,6 +129,9 @@ class BackgroundCell:
     def _end(self, error: BaseException | None) -> None:
         self.error = error
         _running.pop(self.key, None)
+        # What followed the cell goes with it (its future, what it sent, the namespace before):
+        # the notebook's Out keeps every handle, and a thousand ended cells must cost nothing.
+        del self._client, self._sub, self._namespace, self._attempts, self._before, self._out
         self._done.set()
         self._changed(force=True)
 

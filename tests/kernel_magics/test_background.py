@@ -167,3 +167,17 @@ def test_task_wait_raises_the_first_failure_of_the_background_cells(bg_kernel):
     assert "ValueError: bad wait" in failed[-1]["application/vnd.jupyter.stderr"]
     again = bg_kernel.run("%task_wait")
     assert again.status == "ok" and "0 background cells done" in again.stdout
+
+
+def test_an_ended_background_cell_holds_none_of_what_it_read(bg_kernel):
+    """The handle a background cell leaves in ``Out`` keeps its output and record, not what the
+    cell sent: an array it read, over a mebibyte, is freed when the notebook deletes it."""
+    made = "import gc, weakref\nimport numpy as np\nbig = np.ones(1 << 18)\nref = weakref.ref(big)"
+    assert bg_kernel.run(made).status == "ok"
+    out = bg_kernel.run("%%task --bg --name reader\ntotal = float(big.sum())")
+    assert out.status == "ok", out.error_text
+    assert bg_kernel.run("reader = _\nreader.wait(60)").status == "ok"
+    assert bg_kernel.value("total") == float(1 << 18)
+    assert bg_kernel.run("del big\ngc.collect()").status == "ok"
+    assert bg_kernel.value("ref() is None") is True
+    assert bg_kernel.value("reader.record.state") == "finished"
