@@ -11,6 +11,8 @@ import ast
 import copy
 from collections.abc import Callable, Iterable, Sequence
 
+from taskcell.runner.analysis import analyze_statements
+
 
 def whole_lines(tree: ast.Module) -> list[bool]:
     """For each top-level statement: does it have its lines to itself?"""
@@ -168,3 +170,15 @@ def _shows_nothing(value: ast.expr) -> bool:
         and isinstance(value.func, ast.Name)
         and value.func.id in ("print", "display")
     )
+
+
+def shares_parts(code: str, tree: ast.Module, names: Iterable[str]) -> bool:
+    """Whether a top-level statement binding one of ``names`` reads another (``c = b["x"]``,
+    ``alias = results``): their objects may share parts, which they keep only where they
+    travel in one pickle."""
+    wanted = set(names)
+    for statement in analyze_statements(code, tree=tree):
+        bound = set(statement.outputs)
+        if wanted & bound and (wanted - bound) & set(statement.inputs):
+            return True
+    return False

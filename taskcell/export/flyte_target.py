@@ -36,6 +36,7 @@ What Flyte cannot express is refused with :class:`~taskcell.export.ExportError` 
 
 from __future__ import annotations
 
+import ast
 import re
 from fractions import Fraction
 
@@ -205,6 +206,8 @@ def render_flyte(workflow: Workflow) -> tuple[str, list[str]]:
         f"        print({flyte}.run({writer.main}).url)\n"
     )
     start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
+    if "portable" in workflow.helpers.names:  # in every process that imports the module
+        start.append(f"{workflow.helpers('caches_by_value')}()")
     sources = helpers(workflow, imports, copy=True, target="flyte")
     parts = [docstring(workflow.docstring), imports.render(), *sources, *start]
     parts += ["\n".join(env_lines), *functions, main_source, cli]
@@ -290,9 +293,11 @@ class _FlyteWriter:
             params.append(f"{self.state}: {self.typing}.Any")
             body.append(f"{self.helper('set_process_state')}({self.state})")
         body += [*step.star_imports, *step.local_imports, step.body]
-        types = [step.types.get(n, ANY) for n in step.returns]
-        values = list(step.returns)
-        annotations = [self.annotation(t) for t in types]
+        if _together(step):  # one pickle, so that the parts they share stay shared
+            values, annotations = [_tupled(list(step.returns))], [f"{self.typing}.Any"]
+        else:
+            values = list(step.returns)
+            annotations = [self.annotation(step.types.get(n, ANY)) for n in step.returns]
         if step.changes_state and self.state:
             values.append(f"{self.helper('process_state')}()")
             annotations.append(f"{self.typing}.Any")
@@ -345,10 +350,12 @@ class _FlyteWriter:
     def _bindings(self, step: TaskStep) -> tuple[str, list[str]]:
         """What a task's call binds, and the lines that take its changes in place and state."""
         names, lines, news = [], [], []
+        together = _together(step)
         for name in step.returns:
             bound = self.namer.fresh(f"{name}_new") if name in step.updates else name
             names.append(bound)
-            if self.dask_task and self.annotation(step.types.get(name, ANY)).endswith(".Any"):
+            pickled = together or self.annotation(step.types.get(name, ANY)).endswith(".Any")
+            if self.dask_task and pickled:
                 # Its Futures, made again on the driver's own cluster.
                 lines.append(f"{bound} = {self.helper('local_dask')}({'here'!r}, {bound})")
             if name in step.updates:
@@ -360,6 +367,10 @@ class _FlyteWriter:
                 f"{_unpacked([*olds, *outputs])} = {self.helper('update')}("
                 f"{_tupled(olds)}, {_tupled(news)}, {_tupled(outputs)})"
             )
+        if together:
+            results = self.namer.fresh(f"{step.function}_results")
+            lines.insert(0, f"{_unpacked(names)} = {results}")
+            names = [results]
         if step.changes_state and self.state:
             names.append(self.state)
             lines.append(f"{self.helper('set_process_state')}({self.state}, returned=True)")
@@ -421,6 +432,36 @@ def _groups(workflow: Workflow) -> dict[int, list[TaskStep]]:
         positions.append(position)
     close()
     return groups
+
+
+def _together(step: TaskStep) -> bool:
+    """Whether a task's results travel in one pickle: it returns several, one bound to a part
+    of another (``c = b["x"]``, ``b`` changed in place; ``alias = results``). Flyte carries
+    each result on its own, so the part would come back as a copy of its own, and ``update``
+    could not give the notebook's object back in its place."""
+    returned = set(step.returns)
+    if len(returned) < 2:
+        return False
+    for statement in ast.parse(step.body).body:
+        if isinstance(statement, ast.Assign):
+            bound = {t.id for t in statement.targets if isinstance(t, ast.Name)} & returned
+            if bound and _part_of(statement.value, returned - bound):
+                return True
+    return False
+
+
+def _part_of(value: ast.expr, names: set[str]) -> bool:
+    """Whether ``value`` is one of ``names``, a part of one (``b["x"]``, ``m.weights``) or a
+    display holding such (``[b, c]``): an object it shares, not a new one."""
+    if isinstance(value, ast.Name):
+        return value.id in names
+    if isinstance(value, ast.Subscript | ast.Attribute):
+        return _part_of(value.value, names)
+    if isinstance(value, ast.List | ast.Tuple | ast.Set):
+        return any(_part_of(item, names) for item in value.elts)
+    if isinstance(value, ast.Dict):
+        return any(_part_of(item, names) for item in value.values)
+    return False
 
 
 def _tupled(names: list[str]) -> str:

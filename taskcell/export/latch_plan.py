@@ -39,6 +39,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from taskcell.export.cell_code import shares_parts
 from taskcell.export.codegen import comment
 from taskcell.export.flow import (
     DriverStep,
@@ -472,7 +473,7 @@ class _LatchTypes:
         back = [b for b in received if any(n in draft.outputs for n in b.members)]
         kept = {n for b in back for n in b.members}
         shared = [n for n, t in returns if t.kind not in IMMUTABLE and n not in kept]
-        if len(shared) > 1 and _share(draft.code, tree, shared):
+        if len(shared) > 1 and shares_parts(draft.code, tree, shared):
             bundle = _Bundle(self.namer.fresh(f"shared_{draft.cell.number}"), shared)
             self.bundle_of.update(dict.fromkeys(shared, bundle))
             back.append(bundle)
@@ -549,16 +550,6 @@ def listed(names: Iterable[str]) -> str:
     """``a, b`` (``a,`` for one): the items of a tuple, to pack or unpack."""
     names = list(names)
     return ", ".join(names) if len(names) > 1 else f"{names[0]},"
-
-
-def _share(code: str, tree: ast.Module, names: list[str]) -> bool:
-    """Whether a top-level statement binding one of ``names`` reads another."""
-    wanted = set(names)
-    for statement in analyze_statements(code, tree=tree):
-        bound = set(statement.outputs)
-        if wanted & bound and (wanted - bound) & set(statement.inputs):
-            return True
-    return False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -368,6 +368,8 @@ def render_latch(workflow: Workflow) -> tuple[str, list[str]]:
         tasks.append(writer.task(task, decorator))
     workflow_source = _workflow(plan, writer, namer, workflow)
     start = [f"{workflow.helpers('ipython')}()"] if workflow.ipython else []
+    if "portable" in workflow.helpers.names:  # in every process that imports the module
+        start.append(f"{workflow.helpers('caches_by_value')}()")
     sources = helpers(workflow, writer.imports, copy=True, target="latch")
     # The imports last: every other part may have asked for one.
     parts = [

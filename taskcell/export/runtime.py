@@ -19,6 +19,7 @@ command line.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import io
@@ -32,8 +33,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import cloudpickle
 
-from taskcell.export.standalone import close_figures, ipython
-from taskcell.runner import inplace, process_state
+from taskcell.export.standalone import caches_by_value, close_figures, ipython
+from taskcell.runner import crossing, inplace, process_state
 
 if TYPE_CHECKING:
     from distributed import Future
@@ -78,7 +79,8 @@ class Pending:
         """
         if self in _pending:
             _pending.remove(self)
-        outcome = self.future.client.submit(_slim, self.future, pure=False).result()
+        with _classes_kept():
+            outcome = self.future.client.submit(_slim, self.future, pure=False).result()
         sys.stdout.write(outcome.stdout)
         sys.stderr.write(outcome.stderr)
         if outcome.error is not None:
@@ -94,6 +96,17 @@ class Pending:
                 values[i] = old
         values[len(olds) :] = map(updates.resolved, values[len(olds) :])
         return tuple(values) if self.returns > 1 else values[0]
+
+
+def _classes_kept() -> contextlib.AbstractContextManager[None]:
+    """Keep the notebook's classes as they are while a task's outcome loads, as ``%%task``
+    keeps them (:func:`taskcell.runner.crossing.guard_classes`): cloudpickle, which carried an
+    instance's class by value, sets the class's attributes again on the class it finds."""
+    main = sys.modules.get("__main__")
+    found = list(vars(main).values()) if main is not None else []
+    return crossing.guard_classes(
+        c for c in found if isinstance(c, type) and c.__module__ == "__main__"
+    )
 
 
 class _Outcome:
@@ -131,8 +144,11 @@ def submit(task: Task, *args: Any, returns: int = 1, changes_state: bool = False
     from taskcell.cluster.submit import submit as submit_request
 
     client = current_client()
+    caches_by_value()  # a cached notebook function among the args goes by value
     earlier = [p for p in _pending if p.changes_state]
     state = earlier[-1].state() if earlier else process_state.capture()
+    kept = list(map(_kept, args))
+    sealed = _sealed(kept)
     future = submit_request(
         client,
         _run_cell,
@@ -140,7 +156,8 @@ def submit(task: Task, *args: Any, returns: int = 1, changes_state: bool = False
         state,
         _environ_changes(_environ_at_start, dict(os.environ)),
         returns,
-        *map(_kept, args),
+        sealed,
+        *(None if sealed is not None and i in sealed.indices else a for i, a in enumerate(kept)),
         request=task.request(*args),
         name=task.name,
         retries=task.retries,
@@ -168,7 +185,46 @@ def _kept(arg: Any) -> Any:
     return _Kept(arg)
 
 
+class _Sealed:
+    """The task's plain arguments, as cloudpickle's bytes, where one holds a cached function of
+    the notebook (:func:`~taskcell.export.standalone.caches_by_value`): the scheduler loads a
+    task's arguments and pickles them again to send them on, which such a function, loaded
+    there, no longer allows. Opened on the worker, all together, so what they share stays
+    shared."""
+
+    def __init__(self, indices: list[int], payload: bytes) -> None:
+        self.indices = indices
+        self.payload = payload
+
+
+def _sealed(args: list[Any]) -> _Sealed | None:
+    """The plain ``args`` sealed, where they hold a cached function of the notebook."""
+    from distributed.client import futures_of
+
+    indices = [
+        i
+        for i, arg in enumerate(args)
+        if not isinstance(arg, _Kept) and getattr(arg, "key", None) not in _task_values
+    ]
+    if not indices or not any(_caches_of(args[i]) for i in indices):
+        return None
+    assert not any(futures_of(args[i]) for i in indices)
+    return _Sealed(indices, cloudpickle.dumps([args[i] for i in indices]))
+
+
+def _caches_of(value: Any) -> bool:
+    """Whether ``value`` holds a function cached by ``functools.lru_cache`` (that Python
+    pickles by name): cloudpickle's bytes of it name the cache's type only then."""
+    try:  # arrays' data out of band, unread: the pickle is only looked at
+        return b"_lru_cache_wrapper" in cloudpickle.dumps(
+            value, protocol=5, buffer_callback=lambda _: None
+        )
+    except Exception:  # Dask's own pickling says what the value cannot do
+        return False
+
+
 def _item(outcome: _Outcome, i: int) -> Any:
+    caches_by_value()  # the value goes on to another worker
     if i < 0:
         return outcome.state
     if outcome.error is not None:
@@ -178,6 +234,7 @@ def _item(outcome: _Outcome, i: int) -> Any:
 
 def _slim(outcome: _Outcome) -> _Outcome:
     """The outcome as the driver takes it: without the values it holds already."""
+    caches_by_value()  # the values go on to the driver
     slim = copy.copy(outcome)
     slim.values = [None if i in outcome.unchanged else v for i, v in enumerate(outcome.values)]
     return slim
@@ -188,12 +245,17 @@ def _run_cell(
     state: process_state.State,
     environ: dict[str, str | None],
     returns: int,
+    sealed: _Sealed | None,
     *args: Any,
 ) -> _Outcome:
     """Run a task cell's function on a worker as its cell ran in the notebook's kernel: the
     driver's process-wide state and environment variables, its prints and displays captured."""
     outcome = _Outcome()
+    caches_by_value()  # and among the values the cell sends back
     args = tuple(arg.value if isinstance(arg, _Kept) else arg for arg in args)
+    if sealed is not None:
+        opened = dict(zip(sealed.indices, cloudpickle.loads(sealed.payload), strict=True))
+        args = tuple(opened.get(i, arg) for i, arg in enumerate(args))
     out, err = io.StringIO(), io.StringIO()
     before = [_fingerprint(arg) for arg in args]
     worker_environ = dict(os.environ)

@@ -19,6 +19,7 @@ the ``dask`` target imports them from here. What they stand for in a notebook:
   :mod:`taskcell.runner.process_state` itself (``dask``) or by its carriers shipped as source
   (``flyte``, ``latch``: :mod:`taskcell.export.carriers`).
 - :func:`close_figures`: figures closed after a cell, as the inline backend does.
+- :func:`caches_by_value`: a cached function of the notebook carried as ``%%task`` carries it.
 - :func:`portable`: a value Flyte and Latch carry as a pickle even where they refuse the value
   itself; its Dask Futures as they ended, where the module makes the notebook's client
   (:func:`taskcell.export.carriers.local_dask`, which stands for ``Client()`` in a task).
@@ -35,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "caches_by_value",
     "capture",
     "close_figures",
     "cores",
@@ -220,6 +222,28 @@ def close_figures() -> None:
         sys.modules["matplotlib.pyplot"].close("all")
 
 
+def caches_by_value() -> None:
+    """Pickle (for this process) a ``functools.lru_cache`` of a function no module names by
+    value: its function, cached again where it arrives, as ``%%task`` carries it. Python pickles
+    such a cache by its name alone, which only the process that made it can look up: a cached
+    function of the notebook (in ``__main__``, or made in a task's function)."""
+    import copyreg
+    import functools
+    import sys
+
+    def reduced(cache: Any) -> Any:
+        found: Any = sys.modules.get(cache.__module__)
+        for part in cache.__qualname__.split("."):
+            found = getattr(found, part, None)
+        if found is cache and cache.__module__ != "__main__":
+            return cache.__reduce__()
+        parameters = cache.cache_parameters()
+        made = (cache.__wrapped__, parameters["maxsize"], parameters["typed"])
+        return functools._lru_cache_wrapper, (*made, functools._CacheInfo), dict(vars(cache))
+
+    copyreg.pickle(functools._lru_cache_wrapper, reduced)
+
+
 def portable(value: object) -> object:
     """A value as Flyte and Latch carry an untyped one, untouched: an object that unpickles as
     the value itself. Flyte refuses ``None``, takes a tuple for several outputs, and reads
@@ -227,7 +251,9 @@ def portable(value: object) -> object:
 
     Where the module makes the notebook's Dask client, the value leaves its task as
     :func:`taskcell.export.carriers.local_dask` hands it over: its Futures as they ended, a
-    collection holding Futures with their data (the task's cluster closes when it returns)."""
+    collection holding Futures with their data (the task's cluster closes when it returns).
+    A module that makes values portable calls :func:`caches_by_value` as it is imported, so a
+    cached function of the notebook among them travels by value."""
     import operator
     import sys
 

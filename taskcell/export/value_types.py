@@ -258,6 +258,17 @@ def _natural(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 0
 
 
+def _holds_objects(node: ast.List | ast.Dict, env: Mapping[str, Type]) -> bool:
+    """Whether a list or dict display holds an object a name holds (``{"x": a, "y": a}``, ``a``
+    a list): a typed value is a copy of each item, where the display's items are those
+    objects, shared with the name and with each other. It travels as a pickle, which keeps
+    them so."""
+    items = node.elts if isinstance(node, ast.List) else node.values
+    return any(
+        isinstance(item, ast.Name) and env.get(item.id, ANY).kind not in IMMUTABLE for item in items
+    )
+
+
 def infer(node: ast.expr, env: Mapping[str, Type], path_names: frozenset[str]) -> Type:
     """The type of an expression, given the types of the names it reads.
 
@@ -276,6 +287,8 @@ def infer(node: ast.expr, env: Mapping[str, Type], path_names: frozenset[str]) -
         return STR
     if isinstance(node, ast.Name):
         return env.get(node.id, ANY)
+    if isinstance(node, ast.List | ast.Dict) and _holds_objects(node, env):
+        return ANY
     if isinstance(node, ast.List):
         return _collection("list", [infer(e, env, path_names) for e in node.elts])
     if isinstance(node, ast.Dict):

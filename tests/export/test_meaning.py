@@ -120,6 +120,39 @@ CASES: dict[str, tuple[tuple[str, ...], str]] = {
         ),
         "Writing notes.txt\nhello\n6\n",
     ),
+    # A cached notebook function pickles by its name, which only the process that made it
+    # can look up: it travels by value, as %%task carries it.
+    "a-cached-notebook-function": (
+        (
+            "import functools\n@functools.lru_cache(maxsize=None)\n"
+            "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)",
+            "%%task\nf = fib(20)\nprint(fib.cache_parameters())",
+            "print(f, fib(10))",
+        ),
+        "{'maxsize': None, 'typed': False}\n6765 55\n",
+    ),
+    # A name a task binds to a part of an input it changes is the notebook's own object
+    # (Flyte: the two come back in one pickle).
+    "an-output-bound-from-a-changed-input": (
+        (
+            "a = [1]\nb = {'x': a, 'y': a}",
+            "%%task\nc = b['x']\nb['x'].append(3)",
+            "print(c is a, b['y'] is a, c, b)",
+        ),
+        "True True [1, 3] {'x': [1, 3], 'y': [1, 3]}\n",
+    ),
+    # An instance of a notebook class comes back from a task: the class keeps its own
+    # methods, which read the module's names as they are (cloudpickle would set copies).
+    "a-notebook-class-keeps-its-methods": (
+        (
+            "from dataclasses import dataclass, field\nprefix = 'a'\n@dataclass\nclass Bag:\n"
+            "    things: list = field(default_factory=list)\n"
+            "    def label(self):\n        return prefix + str(len(self.things))\nheld = Bag()",
+            "%%task\nheld.things.append(1)",
+            "prefix = 'b'\nprint(held.label(), type(held) is Bag)",
+        ),
+        "b1 True\n",
+    ),
     # A notebook Future, alone or in a collection, reaches a task as a Future (the cluster's
     # worker has one thread: the task must not hold it while it waits).
     "future-stays-a-future": (
@@ -179,9 +212,28 @@ def printed(module_dask, tmp_path_factory):
     return lambda case, target: done[case, target]
 
 
+#: (case, target) -> why the module prints something else there yet.
+KNOWN = {
+    ("a-notebook-class-keeps-its-methods", "flyte"): (
+        "Flyte: cloudpickle sets the notebook's class's attributes from the task's copy, "
+        "methods whose globals are a copy of the module's"
+    ),
+    ("a-notebook-class-keeps-its-methods", "latch"): (
+        "Latch: a class a plain cell defines is local to that cell's task: its methods read "
+        "the names of that cell as closure cells"
+    ),
+    ("an-output-bound-from-a-changed-input", "latch"): (
+        "Latch: a task reading b alone gets b, not the a it shares a list with (they travel "
+        "together only between cells binding them), so the change does not show through a"
+    ),
+}
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_module_prints_what_the_notebook_printed(case, target, printed):
+def test_the_module_prints_what_the_notebook_printed(case, target, printed, request):
+    if (case, target) in KNOWN:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[case, target]))
     finished = printed(case, target)
     assert finished.returncode == 0, finished.stderr[-4000:]
     assert finished.stdout == CASES[case][1]
