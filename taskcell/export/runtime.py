@@ -206,10 +206,22 @@ def _sealed(args: list[Any]) -> _Sealed | None:
         for i, arg in enumerate(args)
         if not isinstance(arg, _Kept) and getattr(arg, "key", None) not in _task_values
     ]
-    if not indices or not any(_caches_of(args[i]) for i in indices):
+    if not indices or not _notebook_caches() or not any(_caches_of(args[i]) for i in indices):
         return None
     assert not any(futures_of(args[i]) for i in indices)
     return _Sealed(indices, cloudpickle.dumps([args[i] for i in indices]))
+
+
+def _notebook_caches() -> bool:
+    """Whether the notebook (the module run as ``__main__``) defined a cached function: only
+    then may an argument hold one, and its arguments are worth looking through."""
+    import functools
+
+    main = sys.modules.get("__main__")
+    return any(
+        isinstance(value, functools._lru_cache_wrapper) and value.__module__ == "__main__"
+        for value in list(vars(main).values() if main is not None else ())
+    )
 
 
 def _caches_of(value: Any) -> bool:

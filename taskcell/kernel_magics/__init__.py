@@ -10,7 +10,6 @@ another (``taskcell.embedded-cluster.start-early: false`` turns this off).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 import threading
@@ -31,7 +30,7 @@ def load_ipython_extension(shell: Any) -> None:
     magics = TaskMagics(shell)
     shell.register_magics(magics)
     shell.events.register("pre_run_cell", _before_cell)
-    shell.events.register("post_run_cell", functools.partial(_after_cell, shell.user_ns))
+    shell.events.register("post_run_cell", _after_cell)
     _EarlyStart(shell, magics).watch()
 
 
@@ -43,12 +42,15 @@ def _before_cell(info: Any = None) -> None:
         events.settle()
 
 
-def _after_cell(namespace: dict[str, Any], result: Any = None) -> None:
+def _after_cell(result: Any = None) -> None:
     """After any cell, let go of what taskcell keeps of the notebook's values it deleted or
     rebound (:func:`taskcell.runner.cell_task.forget_rebound`)."""
+    from IPython import get_ipython
+
     cell_task = sys.modules.get("taskcell.runner.cell_task")  # not imported: nothing kept
-    if cell_task is not None:
-        cell_task.forget_rebound(namespace)
+    shell = get_ipython()
+    if cell_task is not None and shell is not None:
+        cell_task.forget_rebound(shell.user_ns)
 
 
 def _prestarted() -> Any:
@@ -139,8 +141,10 @@ class _EarlyStart:
 
     def _start(self) -> Any:
         try:
-            cluster = _prestarted()
-            _register_hooks()
+            try:
+                cluster = _prestarted()
+            finally:  # the pools announced and waits shown, whatever the early start does
+                _register_hooks()
             from taskcell import config
             from taskcell.cluster import connect
             from taskcell.errors import SpecError

@@ -22,7 +22,7 @@ from typing import Any
 
 import xxhash
 
-from taskcell.runner import crossing
+from taskcell.runner import crossing, wire
 
 Written = Callable[[memoryview], "bool | None"]
 _NOT_DATA = (
@@ -67,8 +67,8 @@ class InputSnapshot:
         return {name: value for name, value in self.objects.items() if self._differs(name, value)}
 
     def judged(self) -> set[str]:
-        """The inputs whose change could be told: those that pickled before the cell ran (one
-        that did not is never known to be unchanged)."""
+        """The inputs whose change could be told: those that pickled before the cell ran, or
+        came in a plain pickle of their own (one that did not is never known to be unchanged)."""
         return {name for name, before in self._before.items() if before is not None}
 
     def _differs(self, name: str, value: Any) -> bool:
@@ -80,7 +80,10 @@ class InputSnapshot:
         sealed = self._sent[name]
         if tuple(map(self._part, sealed.buffers)) != before[1:]:
             return True
-        [again] = sealed.open().values()
+        try:
+            [again] = sealed.open().values()
+        except Exception:  # its reduction reads what the cell changed (a file): changed
+            return True
         return now != self._fingerprint(again)
 
     def _received(self, sealed: crossing.Sealed) -> tuple:
@@ -97,8 +100,11 @@ class InputSnapshot:
         return (xxhash.xxh3_128_digest(data), *(self._part(b.raw()) for b in buffers))
 
     def _part(self, buffer: Any) -> Any:
-        """A large buffer's part of a fingerprint: whether the cell wrote to its pages, where
-        it came as shared memory; else a hash of it."""
+        """A large buffer's part of a fingerprint: where it came as shared memory, which memory
+        it is and whether the cell wrote to its pages (two arrays swapped are a change); else
+        a hash of it."""
         raw = memoryview(buffer).cast("B")
         written = self._written(raw)
-        return xxhash.xxh3_128_digest(raw) if written is None else (raw.nbytes, written)
+        if written is None:
+            return xxhash.xxh3_128_digest(raw)
+        return wire.address_of(raw), raw.nbytes, written

@@ -82,9 +82,9 @@ class Sealed:
         self.kinds = kinds  #: the type name of each value, for an error that names it
         self.payload = payload
         self.buffers = buffers
-        #: Pickled as plain data: no code by value, no array as a view of another. Opened
-        #: anywhere, it changes nothing there, and pickled again it is what it was
-        #: (:class:`taskcell.runner.changes.InputSnapshot` reads it so).
+        #: Nothing in it went by the pickler's own reductions: no function or class by value,
+        #: no array as a view of another input. Opened again in the cell's process, it makes
+        #: none of the cell's definitions again (:class:`taskcell.runner.changes.InputSnapshot`).
         self.plain = plain
         #: In the kernel only (it never travels): the object each memo index of the pickle
         #: stands for, where the pickle is small enough to note them (:data:`NOTE_LIMIT`).
@@ -259,7 +259,7 @@ class CellPickler(ValuePickler):
         self.namespace = namespace
         self.roots = roots
         self.buffers: list[pickle.PickleBuffer] = []
-        #: Nothing pickled so far was reduced by this pickler's own rules (:attr:`Sealed.plain`).
+        #: Nothing pickled so far went by this pickler's own reductions (:attr:`Sealed.plain`).
         self.plain = True
 
     def _buffer(self, buffer: pickle.PickleBuffer) -> None:

@@ -51,6 +51,17 @@ _running: dict[str, BackgroundCell] = {}
 _unwaited: list[BackgroundCell] = []
 
 
+@dataclass(kw_only=True)
+class _Following:
+    """What a background cell needs while it runs: its submission (its attempts, as it is
+    retried), the namespace's objects before it, and where its output goes."""
+
+    attempts: Attempts
+    sub: Submission
+    before: dict[str, Any]
+    out: Display
+
+
 class BackgroundCell:
     """The handle of a background cell: its state, its output so far, and why it failed.
 
@@ -59,7 +70,7 @@ class BackgroundCell:
     """
 
     def __init__(self, attempts: Attempts, sub: Submission):
-        client, namespace = attempts.client, attempts.namespace
+        namespace = attempts.namespace
         self.key = sub.job.key
         self.record = sub.record
         self.output = ""
@@ -69,16 +80,26 @@ class BackgroundCell:
         self.value: Any = None
         #: Names it did not bind because they were rebound after it was submitted.
         self.kept: list[str] = []
-        self._client, self._sub, self._namespace = client, sub, namespace
-        self._attempts = attempts
         self._order = next(_order)
         names = (*sub.job.outputs, *sub.sent.deleted, *sub.sent.objects)
-        self._before = {n: namespace.get(n, _MISSING) for n in names}
+        #: Let go of when it ends: the notebook's Out keeps every handle.
+        self._following: _Following | None = _Following(
+            attempts=attempts,
+            sub=sub,
+            before={n: namespace.get(n, _MISSING) for n in names},
+            out=Display(stream=self._stream, display=self._display, status=self._set_status),
+        )
         self._done = threading.Event()
         self._drawing = threading.Lock()  # a redraw never races the first display
         self._shown = False
         self._changed_at = 0.0
-        self._out = Display(stream=self._stream, display=self._display, status=self._set_status)
+
+    @property
+    def _live(self) -> _Following:
+        following = self._following
+        if following is None:
+            raise RuntimeError(f"background cell {self.key} has ended")
+        return following
 
     @classmethod
     def start(cls, attempts: Attempts, sub: Submission) -> BackgroundCell:
@@ -94,26 +115,29 @@ class BackgroundCell:
         """One look at the cell (see :func:`~taskcell.runner.cell_task.look`): True once it
         ended, an error once it was lost (or the look failed), False while it goes on."""
         try:
-            return look(self._client, self._sub, self._out, timeout=0)
+            live = self._live
+            return look(live.attempts.client, live.sub, live.out, timeout=0)
         except BaseException as e:
             return e
 
     def finish(self, failed: BaseException | None) -> None:
         """Bind the ended cell's outputs, or run it again where its request allows (then it is
         followed again), or end with its error (``failed``: what its last look raised)."""
+        live = self._live
+        client = live.attempts.client
         try:
             if isinstance(failed, ClusterError):
-                cell_lost(self._client, self._sub, failed)
+                cell_lost(client, live.sub, failed)
             if failed is not None:
                 raise failed
-            result = finish_cell(self._client, self._sub, self._out)
+            result = finish_cell(client, live.sub, live.out)
         except (CellError, ClusterError) as error:
             try:
-                self._sub = self._attempts.again(error, self._sub, self._out)
+                live.sub = live.attempts.again(error, live.sub, live.out)
             except BaseException as final:
                 self._end(final)
                 return
-            self.record = self._sub.record
+            self.record = live.sub.record
             _watcher.watch(self)
             return
         except BaseException as e:
@@ -128,38 +152,40 @@ class BackgroundCell:
 
     def _end(self, error: BaseException | None) -> None:
         self.error = error
-        _running.pop(self.key, None)
-        # What followed the cell goes with it (its future, what it sent, the namespace before):
-        # the notebook's Out keeps every handle, and a thousand ended cells must cost nothing.
-        del self._client, self._sub, self._namespace, self._attempts, self._before, self._out
+        with _bind_lock:  # another cell's _bind reads what the running ones bind
+            _running.pop(self.key, None)
+            self._following = None
         self._done.set()
         self._changed(force=True)
 
     def _bind(self, result: Any) -> Any:
         """Apply the finished cell, binding only the names nobody rebound since (see the
         module docstring); its value."""
+        live = self._live
+        namespace = live.attempts.namespace
         with _bind_lock:
             value, notes = write_back(
-                self._client, self._namespace, self._sub.sent, result, self._may_bind
+                live.attempts.client, namespace, live.sub.sent, result, self._may_bind
             )
             for name in [*result.outputs, *result.aliases, *result.shared]:
                 if name not in self.kept:
-                    _bound[name] = (self._order, self._namespace.get(name))
+                    _bound[name] = (self._order, namespace.get(name))
             # Remember a value only while another background cell may bind the same name.
-            others = [h for h in _running.values() if h is not self]
-            for name in [n for n in _bound if not any(n in h._before for h in others)]:
+            others = [h._live.before for h in _running.values() if h is not self]
+            for name in [n for n in _bound if not any(n in before for before in others)]:
                 del _bound[name]
         for note in notes:
             self._stream("stderr", f"taskcell: {note}\n")
         return value
 
     def _may_bind(self, name: str) -> bool:
-        now = self._namespace.get(name, _MISSING)
+        live = self._live
+        now = live.attempts.namespace.get(name, _MISSING)
         order, last = _bound.get(name, (None, _MISSING))
         if order is not None and now is last:  # a background cell bound it
             unchanged = order < self._order
         else:
-            unchanged = now is self._before.get(name, _MISSING)
+            unchanged = now is live.before.get(name, _MISSING)
         if not unchanged:
             self.kept.append(name)
         return unchanged
@@ -228,8 +254,9 @@ class BackgroundCell:
 
     def cancel(self) -> None:
         """Stop the cell, on its worker if it runs, and free its resources; nothing is bound."""
-        if not self.done():
-            stop_cell(self._client, self.key, self._sub.future)
+        following = self._following
+        if following is not None:
+            stop_cell(following.attempts.client, self.key, following.sub.future)
 
     def done(self) -> bool:
         return self._done.is_set()

@@ -68,7 +68,7 @@ class _Segments:
         views = []
         for fd in fds:
             mapping = mmap.mmap(fd, os.fstat(fd).st_size)
-            start = _address(mapping)
+            start = address_of(mapping)
             with self._lock:
                 self._by_fd[fd] = (weakref.ref(mapping), start, start + len(mapping))
             weakref.finalize(mapping, self._drop, fd).atexit = False
@@ -84,7 +84,7 @@ class _Segments:
     def find(self, buffer: memoryview) -> tuple[int, int] | None:
         """``(fd, offset)`` of the live segment holding ``buffer``, if one does."""
         try:
-            address = _address(buffer)
+            address = address_of(buffer)
         except TypeError:  # read-only memory is never one of ours
             return None
         with self._lock:
@@ -117,7 +117,7 @@ class _Inputs:
             mapping = self._by_file.get(file)
             if mapping is None:
                 mapping = previous.pop(file, None)
-            if mapping is None or _written(_address(mapping), len(mapping)):
+            if mapping is None or _written(address_of(mapping), len(mapping)):
                 mapping = mmap.mmap(fd, stat.st_size, access=mmap.ACCESS_COPY)
             os.close(fd)
             self._by_file[file] = mapping
@@ -129,11 +129,11 @@ class _Inputs:
         """Whether this process wrote to ``buffer`` since its segment was mapped here; None
         when no copy-on-write mapping of this process holds it."""
         try:
-            address = _address(buffer)
+            address = address_of(buffer)
         except TypeError:  # read-only memory
             return None
         for mapping in self._by_file.values():
-            start = _address(mapping)
+            start = address_of(mapping)
             if start <= address and address + buffer.nbytes <= start + len(mapping):
                 return _written(address, buffer.nbytes)
         return None
@@ -177,7 +177,7 @@ def _populate(mappings: list[mmap.mmap], stop: threading.Event) -> None:
     calls wait for one piece at most; through ctypes, which lets go of the GIL."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # interrupts are the cell's
     for mapping in mappings:
-        start = _address(mapping)
+        start = address_of(mapping)
         for offset in reversed(range(0, len(mapping), _POPULATE_PIECE)):
             if stop.is_set():
                 return
@@ -198,7 +198,8 @@ def _written(address: int, length: int) -> bool:
     return b"\x01" in entries[_FLAGS_BYTE::8].translate(_WRITTEN_PAGE)
 
 
-def _address(buffer: Any) -> int:
+def address_of(buffer: Any) -> int:
+    """Where ``buffer``'s memory starts in this process (TypeError: it is read-only)."""
     view = ctypes.c_char.from_buffer(buffer)
     try:
         return ctypes.addressof(view)

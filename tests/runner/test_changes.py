@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,6 +99,56 @@ def test_a_shared_input_in_its_own_pickle_is_judged_by_its_pages():
         assert snapshot.changed() == {}
         inputs["big"][7] = 1.0
         assert list(snapshot.changed()) == ["big"]
+    finally:
+        worker.close()
+        here.close()
+
+
+def test_an_input_that_came_in_its_own_pickle_is_not_pickled_before_the_cell(monkeypatch):
+    from taskcell.runner import crossing
+
+    inputs, sealed = arrived(rows=[{"id": i} for i in range(1000)])
+    pickled = []
+    dumps = crossing.dumps
+    monkeypatch.setattr(crossing, "dumps", lambda *a: pickled.append(1) or dumps(*a))
+    snapshot = InputSnapshot(inputs, not_shared, sealed)
+    assert pickled == []
+    assert snapshot.changed() == {}
+    assert pickled == [1]
+
+
+class FromFile:
+    """Data whose pickle reads a file again where it is opened."""
+
+    def __init__(self, path):
+        self.path = path
+        self.text = Path(path).read_text()
+
+    def __reduce__(self):
+        return FromFile, (self.path,)
+
+
+def test_an_input_that_cannot_be_opened_again_after_the_cell_counts_as_changed(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello")
+    # The strided view pickles to other bytes than it came in: its pickle is opened again.
+    inputs, sealed = arrived(held={"note": FromFile(str(path)), "every_other": np.ones(8)[::2]})
+    snapshot = InputSnapshot(inputs, not_shared, sealed)
+    path.unlink()  # what the cell did
+    assert list(snapshot.changed()) == ["held"]
+
+
+def test_two_shared_arrays_swapped_are_a_change():
+    ours, theirs = socket.socketpair()
+    worker, here = Channel(ours, keeps_values=True), Channel(theirs)
+    try:
+        size = SHARE_MIN // 8 * 2
+        worker.send({"pair": {"a": np.zeros(size), "b": np.ones(size)}})
+        pair = here.receive()["pair"]
+        snapshot = InputSnapshot({"pair": pair}, here.written)
+        assert snapshot.changed() == {}
+        pair["a"], pair["b"] = pair["b"], pair["a"]
+        assert list(snapshot.changed()) == ["pair"]
     finally:
         worker.close()
         here.close()
