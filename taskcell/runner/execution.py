@@ -171,7 +171,7 @@ class BackgroundCell:
                 if name not in self.kept:
                     _bound[name] = (self._order, namespace.get(name))
             # Remember a value only while another background cell may bind the same name.
-            others = [h._live.before for h in _running.values() if h is not self]
+            others = [h._live.before for h in list(_running.values()) if h is not self]
             for name in [n for n in _bound if not any(n in before for before in others)]:
                 del _bound[name]
         for note in notes:
